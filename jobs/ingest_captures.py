@@ -1,0 +1,44 @@
+"""Job: ingest capture files into bronze and silver.
+
+    ./spark-submit.sh jobs/ingest_captures.py --captures PATH [--warehouse DIR] [--run-id ID]
+
+A thin shell: arguments → settings → Spark → ``pipelines.ingest.run.run_ingest`` → summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nsreplay.config import load_settings
+from nsreplay.runtime import build_spark, guarded, new_run_id, resolve_path
+from nsreplay.storage import Warehouse
+from pipelines.ingest.run import IngestQualityError, run_ingest
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ingest_captures.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--captures", required=True, help="capture file, directory or glob (JSONL, plain or gzip)")
+    parser.add_argument("--warehouse", help="warehouse root (default: [warehouse] root in conf)")
+    parser.add_argument("--run-id", help="run id; re-running with the same id commits nothing new")
+    return parser.parse_args(argv)
+
+
+@guarded
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = load_settings()
+    spark = build_spark(settings, "nsreplay-ingest")
+    warehouse = Warehouse(resolve_path(args.warehouse or settings.warehouse.root), spark, settings.warehouse.backend)
+    try:
+        result = run_ingest(spark, warehouse, settings, resolve_path(args.captures), args.run_id or new_run_id("ingest"))
+    except IngestQualityError as exc:
+        print(exc.report.text(), file=sys.stderr)
+        raise
+    print(result.summary())
+    print(result.quality.text() if result.quality else "data quality: nothing new to check")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Project configuration: ``conf/base/nsreplay.toml`` overlaid with ``conf/<env>/nsreplay.toml``.
+
+Config is data; this module only turns it into typed, validated dataclasses. Transforms never see
+these objects whole: jobs pick the plain values a transform needs and pass them as arguments.
+The environment is ``NSREPLAY_ENV`` (default ``local``); ``NSREPLAY_CONF_DIR`` points at another
+``conf`` folder (a cluster deployment ships its own).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+PROFILES = ("rocketmq-4.9", "rocketmq-5")
+
+
+class ConfigError(ValueError):
+    """The configuration files are missing, malformed or hold a value out of range."""
+
+
+@dataclass(frozen=True)
+class WarehouseConfig:
+    root: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    max_line_bytes: int
+    quarantine_keep_bytes: int
+    route_changing_codes: tuple[int, ...]
+    read_only_codes: tuple[int, ...]
+    channel_events: tuple[str, ...]
+    files_per_task: int
+
+    @property
+    def known_codes(self) -> frozenset[int]:
+        return frozenset(self.route_changing_codes) | frozenset(self.read_only_codes)
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    min_ts: int
+    max_ts: int
+    max_queue_nums: int
+    max_perm: int
+    max_quarantine_ratio: float
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    default_profile: str
+    default_tick_origin: str
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    preset: str
+    seed: int
+    captures: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    env: str
+    conf_dir: Path
+    warehouse: WarehouseConfig
+    ingest: IngestConfig
+    quality: QualityConfig
+    replay: ReplayConfig
+    demo: DemoConfig
+
+    def spark_defaults_files(self) -> list[Path]:
+        """The spark-defaults files to apply, base first (later ones override earlier ones)."""
+        names = [self.conf_dir / "base" / "spark-defaults.conf", self.conf_dir / self.env / "spark-defaults.conf"]
+        return [p for p in names if p.is_file()]
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _section(cls: type, raw: Mapping[str, Any], name: str) -> Any:
+    data = raw.get(name)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"[{name}] is missing from the configuration")
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            raise ConfigError(f"[{name}] {f.name} is missing from the configuration")
+        value = data[f.name]
+        values[f.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**values)
+
+
+def _validate(settings: Settings) -> None:
+    if settings.warehouse.backend not in ("auto", "delta-rs", "delta-spark"):
+        raise ConfigError(f"[warehouse] backend must be auto, delta-rs or delta-spark, not {settings.warehouse.backend!r}")
+    if settings.replay.default_profile not in PROFILES:
+        raise ConfigError(f"[replay] default_profile must be one of {', '.join(PROFILES)}")
+    if settings.ingest.max_line_bytes <= 0 or settings.ingest.quarantine_keep_bytes <= 0:
+        raise ConfigError("[ingest] byte limits must be positive")
+    if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
+        raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
+
+
+def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Settings:
+    """Load and validate the configuration for ``env`` (default: ``$NSREPLAY_ENV`` or ``local``)."""
+    env = env or os.environ.get("NSREPLAY_ENV", "local")
+    conf_dir = Path(conf_dir or os.environ.get("NSREPLAY_CONF_DIR", PROJECT_ROOT / "conf"))
+    base_file = conf_dir / "base" / "nsreplay.toml"
+    if not base_file.is_file():
+        raise ConfigError(f"{base_file} not found")
+    try:
+        raw = tomllib.loads(base_file.read_text())
+        env_file = conf_dir / env / "nsreplay.toml"
+        if env_file.is_file():
+            raw = _merge(raw, tomllib.loads(env_file.read_text()))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"malformed configuration: {exc}") from exc
+    settings = Settings(
+        env=env,
+        conf_dir=conf_dir,
+        warehouse=_section(WarehouseConfig, raw, "warehouse"),
+        ingest=_section(IngestConfig, raw, "ingest"),
+        quality=_section(QualityConfig, raw, "quality"),
+        replay=_section(ReplayConfig, raw, "replay"),
+        demo=_section(DemoConfig, raw, "demo"),
+    )
+    _validate(settings)
+    return settings

@@ -1,0 +1,297 @@
+"""RegisterBrokerBody: the body of REGISTER_BROKER (code 103), in its JSON and compressed forms.
+
+Contract (semantics spec §2 and §8):
+
+* JSON form: ``{"filterServerList": [...], "topicConfigSerializeWrapper": {"dataVersion": {...},
+  "topicConfigTable": {name: TopicConfig}}}``. Requests with ``version < 37`` carry a bare
+  TopicConfigSerializeWrapper (``{"dataVersion": ..., "topicConfigTable": ...}``) and no filter list;
+  such a body leaves the filter-server table untouched (``legacy_wrapper``).
+* A TopicConfig field that is missing takes Java's default: 16 read queues, 16 write queues, perm 6,
+  topicSysFlag 0. The QueueData goes to the config's own ``topicName``; the map key is used only when
+  the config lacks one.
+* A body without a ``dataVersion`` decodes to ``data_version=None``: the NameServer then uses Java's
+  default (counter 0, stateVersion 0, timestamp = the moment it processed the request).
+* Compressed form (only decoded as such when the header says ``compressed=true``): a zlib stream of
+  int32 length + DataVersion JSON; int32 n then n x (int32 length + ``"topicName read write perm
+  filterType"`` optionally followed by ``" " + attributesJSON``); int32 length + filter-list JSON;
+  optionally (5.x, version >= 413) int32 m then m x (int32 length + mapping JSON), which is ignored.
+  topicSysFlag and order are not carried (0 / false).
+* ``body_crc32`` is the value the broker puts in the ``bodyCrc32`` header: CRC32 & 0x7FFFFFFF.
+
+Everything that cannot be decoded raises :class:`BodyDecodeError` with a short reason; the NameServer
+answers SYSTEM_ERROR to such a request and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = [
+    "BodyDecodeError",
+    "DataVersion",
+    "TopicConfig",
+    "RegisterBody",
+    "body_crc32",
+    "decode_register_body",
+    "decode_json_register_body",
+    "decode_data_version",
+    "encode_json_register_body",
+    "encode_register_body_bytes",
+    "encode_compressed_register_body",
+]
+
+LEGACY_WRAPPER_MAX_VERSION = 37  # requests with version < 37 carry a bare TopicConfigSerializeWrapper
+
+
+class BodyDecodeError(ValueError):
+    """The body is not a RegisterBrokerBody the NameServer could decode."""
+
+
+@dataclass(frozen=True)
+class DataVersion:
+    """A broker's DataVersion. ``state_version`` is 0 for 4.9 brokers."""
+
+    state_version: int
+    timestamp: int
+    counter: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """One entry of a broker's topicConfigTable, with Java's defaults for missing fields."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_sys_flag: int = 0
+    order: bool = False
+    topic_filter_type: str = "SINGLE_TAG"
+
+
+@dataclass(frozen=True)
+class RegisterBody:
+    """A decoded RegisterBrokerBody (see module docstring for the meaning of each field)."""
+
+    data_version: DataVersion | None
+    topic_configs: tuple[TopicConfig, ...]
+    filter_server_list: tuple[str, ...] = ()
+    legacy_wrapper: bool = False
+
+
+def body_crc32(raw: bytes) -> int:
+    """The ``bodyCrc32`` header value for these body bytes."""
+    return zlib.crc32(raw) & 0x7FFFFFFF
+
+
+# ----------------------------------------------------------------------------------------- decoding
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_field(obj: Mapping[str, Any], key: str, default: int) -> int:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if _is_int(value):
+        return int(value)
+    raise BodyDecodeError(f"{key} is not an integer")
+
+
+def decode_data_version(obj: object) -> DataVersion:
+    """Decode a DataVersion JSON object; missing fields are 0 (Java's defaults for a parsed object)."""
+    if not isinstance(obj, Mapping):
+        raise BodyDecodeError("dataVersion is not an object")
+    return DataVersion(
+        state_version=_int_field(obj, "stateVersion", 0),
+        timestamp=_int_field(obj, "timestamp", 0),
+        counter=_int_field(obj, "counter", 0),
+    )
+
+
+def _decode_topic_config(key: str, obj: object) -> TopicConfig:
+    if not isinstance(obj, Mapping):
+        raise BodyDecodeError(f"topic config {key!r} is not an object")
+    name = obj.get("topicName")
+    if name is None:
+        name = key
+    if not isinstance(name, str):
+        raise BodyDecodeError(f"topicName of {key!r} is not a string")
+    order = obj.get("order", False)
+    if not isinstance(order, bool):
+        raise BodyDecodeError(f"order of {key!r} is not a boolean")
+    filter_type = obj.get("topicFilterType", "SINGLE_TAG")
+    if not isinstance(filter_type, str):
+        raise BodyDecodeError(f"topicFilterType of {key!r} is not a string")
+    return TopicConfig(
+        topic_name=name,
+        read_queue_nums=_int_field(obj, "readQueueNums", 16),
+        write_queue_nums=_int_field(obj, "writeQueueNums", 16),
+        perm=_int_field(obj, "perm", 6),
+        topic_sys_flag=_int_field(obj, "topicSysFlag", 0),
+        order=order,
+        topic_filter_type=filter_type,
+    )
+
+
+def _decode_wrapper(obj: object) -> tuple[DataVersion | None, tuple[TopicConfig, ...]]:
+    if obj is None:
+        return None, ()
+    if not isinstance(obj, Mapping):
+        raise BodyDecodeError("topicConfigSerializeWrapper is not an object")
+    dv_obj = obj.get("dataVersion")
+    data_version = None if dv_obj is None else decode_data_version(dv_obj)
+    table = obj.get("topicConfigTable")
+    if table is None:
+        return data_version, ()
+    if not isinstance(table, Mapping):
+        raise BodyDecodeError("topicConfigTable is not an object")
+    return data_version, tuple(_decode_topic_config(str(k), v) for k, v in table.items())
+
+
+def _decode_filter_list(obj: object) -> tuple[str, ...]:
+    if obj is None:
+        return ()
+    if not isinstance(obj, list) or not all(isinstance(a, str) for a in obj):
+        raise BodyDecodeError("filterServerList is not a list of strings")
+    return tuple(obj)
+
+
+def decode_json_register_body(obj: object, *, version: int) -> RegisterBody:
+    """Decode an already-parsed JSON body of a REGISTER_BROKER request sent with ``version``."""
+    if not isinstance(obj, Mapping):
+        raise BodyDecodeError("body is not a JSON object")
+    if version < LEGACY_WRAPPER_MAX_VERSION:
+        data_version, configs = _decode_wrapper(obj)
+        return RegisterBody(data_version, configs, (), legacy_wrapper=True)
+    data_version, configs = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
+    return RegisterBody(data_version, configs, _decode_filter_list(obj.get("filterServerList")))
+
+
+class _Reader:
+    """Big-endian reader over the inflated compressed body."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def remaining(self) -> int:
+        return len(self._data) - self._pos
+
+    def int32(self) -> int:
+        if self.remaining() < 4:
+            raise BodyDecodeError("compressed body is truncated")
+        (value,) = struct.unpack_from(">i", self._data, self._pos)
+        self._pos += 4
+        return value
+
+    def chunk(self) -> bytes:
+        length = self.int32()
+        if length < 0 or length > self.remaining():
+            raise BodyDecodeError("compressed body has a bad length prefix")
+        start = self._pos
+        self._pos += length
+        return self._data[start : self._pos]
+
+
+def _json_text(raw: bytes, what: str) -> object:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BodyDecodeError(f"{what} is not valid JSON") from exc
+
+
+def _decode_compressed_topic(line: bytes) -> TopicConfig:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BodyDecodeError("compressed topic entry is not UTF-8") from exc
+    parts = text.split(" ", 5)
+    if len(parts) < 5:
+        raise BodyDecodeError("compressed topic entry has too few fields")
+    name, read, write, perm, filter_type = parts[:5]
+    try:
+        return TopicConfig(name, int(read), int(write), int(perm), 0, False, filter_type)
+    except ValueError as exc:
+        raise BodyDecodeError("compressed topic entry has a non-integer field") from exc
+
+
+def _decode_compressed(raw: bytes) -> RegisterBody:
+    try:
+        data = zlib.decompress(raw)
+    except zlib.error as exc:
+        raise BodyDecodeError("compressed body is not a zlib stream") from exc
+    reader = _Reader(data)
+    data_version = decode_data_version(_json_text(reader.chunk(), "compressed dataVersion"))
+    count = reader.int32()
+    if count < 0:
+        raise BodyDecodeError("compressed body has a negative topic count")
+    configs = tuple(_decode_compressed_topic(reader.chunk()) for _ in range(count))
+    filters = _decode_filter_list(_json_text(reader.chunk(), "compressed filter list"))
+    # An optional static-topic mapping section may follow (5.x, version >= 413): out of scope, ignored.
+    return RegisterBody(data_version, configs, filters)
+
+
+def decode_register_body(raw: bytes, *, compressed: bool, version: int) -> RegisterBody:
+    """Decode raw body bytes as the NameServer would: compressed only when the header says so."""
+    if compressed:
+        return _decode_compressed(raw)
+    return decode_json_register_body(_json_text(raw, "body"), version=version)
+
+
+# ----------------------------------------------------------------------------------------- encoding
+
+
+def _topic_config_json(config: TopicConfig) -> dict[str, Any]:
+    return {
+        "order": config.order,
+        "perm": config.perm,
+        "readQueueNums": config.read_queue_nums,
+        "topicFilterType": config.topic_filter_type,
+        "topicName": config.topic_name,
+        "topicSysFlag": config.topic_sys_flag,
+        "writeQueueNums": config.write_queue_nums,
+    }
+
+
+def encode_json_register_body(body: RegisterBody) -> dict[str, Any]:
+    """The JSON object a broker sends for ``body`` (a bare wrapper when ``legacy_wrapper``)."""
+    wrapper: dict[str, Any] = {}
+    if body.data_version is not None:
+        wrapper["dataVersion"] = body.data_version.to_json()
+    wrapper["topicConfigTable"] = {c.topic_name: _topic_config_json(c) for c in body.topic_configs}
+    if body.legacy_wrapper:
+        return wrapper
+    return {"filterServerList": list(body.filter_server_list), "topicConfigSerializeWrapper": wrapper}
+
+
+def encode_register_body_bytes(body: RegisterBody) -> bytes:
+    """The compact UTF-8 JSON bytes of ``body`` (what goes on the wire uncompressed)."""
+    return json.dumps(encode_json_register_body(body), separators=(",", ":")).encode("utf-8")
+
+
+def _chunk(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def encode_compressed_register_body(body: RegisterBody, *, with_mappings: bool = False) -> bytes:
+    """The compressed (zlib) form of ``body``; ``with_mappings`` appends an empty mapping section."""
+    dv = body.data_version or DataVersion(0, 0, 0)
+    parts = [_chunk(json.dumps(dv.to_json(), separators=(",", ":")).encode("utf-8"))]
+    parts.append(struct.pack(">i", len(body.topic_configs)))
+    for c in body.topic_configs:
+        line = f"{c.topic_name} {c.read_queue_nums} {c.write_queue_nums} {c.perm} {c.topic_filter_type}"
+        parts.append(_chunk(line.encode("utf-8")))
+    parts.append(_chunk(json.dumps(list(body.filter_server_list)).encode("utf-8")))
+    if with_mappings:
+        parts.append(struct.pack(">i", 0))
+    return zlib.compress(b"".join(parts))

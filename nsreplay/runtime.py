@@ -1,0 +1,113 @@
+"""What every entry point needs: a SparkSession configured from ``conf/``, run ids, time parsing,
+and a guard that turns any failure into a one-line reason on stderr and a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from nsreplay.config import PROJECT_ROOT, Settings
+
+
+class UsageError(ValueError):
+    """A command-line argument is wrong; the message says which and why."""
+
+
+def read_spark_defaults(files: list[Path]) -> dict[str, str]:
+    """Key/value pairs of spark-defaults files (later files override earlier ones)."""
+    settings: dict[str, str] = {}
+    for path in files:
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.partition(" ")
+                settings[key] = value.strip()
+    return settings
+
+
+def build_spark(settings: Settings, app_name: str, master: str | None = None):
+    """The SparkSession for a job.
+
+    Under ``spark-submit`` (``spark-submit.sh``) the session takes what spark-submit was given. Run
+    directly (``nsreplay ingest``, tests, notebooks), it applies ``conf/<base,env>/spark-defaults.conf``.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if os.environ.get("NSREPLAY_UNDER_SPARK_SUBMIT"):
+        return SparkSession.builder.appName(app_name).getOrCreate()
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in read_spark_defaults(settings.spark_defaults_files()).items():
+        builder = builder.config(key, value)
+    if master:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def new_run_id(prefix: str = "run") -> str:
+    """A unique, sortable run id: ``<prefix>-20261121T170942Z-1a2b3c4d``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{prefix}-{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from ISO-8601 (with offset or Z; naive means UTC) or from epoch ms digits."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"not a time: {text!r} (use ISO-8601 like 2024-11-21T03:12:05Z, or epoch milliseconds)") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def format_ms(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def resolve_path(path: str) -> str:
+    """A path relative to the project root unless absolute or a URI."""
+    if "://" in path or os.path.isabs(path):
+        return path
+    return str(PROJECT_ROOT / path)
+
+
+def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """Run ``main``; on failure print ``<prog>: <one-line reason>`` to stderr and return non-zero.
+
+    Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
+    """
+
+    @functools.wraps(main)
+    def wrapper(argv: list[str] | None = None) -> int:
+        prog = os.path.basename(sys.argv[0]) or "nsreplay"
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return 130
+        except UsageError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # noqa: BLE001 - the one place every failure is reported
+            if os.environ.get("NSREPLAY_DEBUG"):
+                traceback.print_exc()
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            print(f"{prog}: {type(exc).__name__}: {reason[:500]}", file=sys.stderr)
+            return 1
+
+    return wrapper

@@ -1,0 +1,1 @@
+"""nsreplay's pipelines: pure transforms plus one orchestration module per stage."""

@@ -1,0 +1,90 @@
+"""Finding and opening capture files: a file, a directory (searched recursively) or a glob.
+
+Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3://``, …) go through ``pyarrow.fs``, so a
+capture on any filesystem pyarrow reaches can be read by the executors. Hidden files and files whose
+name starts with ``_`` (manifests, markers) are skipped in directories.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import BinaryIO
+
+CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".gz", ".log")
+
+
+class CaptureNotFoundError(FileNotFoundError):
+    """The capture path matches no file."""
+
+
+@dataclass(frozen=True)
+class CaptureFile:
+    path: str
+    size_bytes: int
+    mtime_ms: int
+
+
+def _has_scheme(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def _wanted(name: str) -> bool:
+    return not name.startswith((".", "_")) and name.endswith(CAPTURE_SUFFIXES)
+
+
+def list_capture_files(spec: str) -> list[CaptureFile]:
+    """Every capture file ``spec`` names, sorted by path. Raises CaptureNotFoundError when none."""
+    if _has_scheme(spec):
+        return _list_remote(spec)
+    spec = _local(spec)
+    if os.path.isdir(spec):
+        paths = [
+            os.path.join(d, n) for d, _, names in os.walk(spec) for n in names if _wanted(n)
+        ]
+    elif os.path.isfile(spec):
+        paths = [spec]
+    else:
+        paths = [p for p in glob.glob(spec, recursive=True) if os.path.isfile(p)]
+    if not paths:
+        raise CaptureNotFoundError(f"no capture file at {spec}")
+    files = []
+    for p in sorted(os.path.abspath(p) for p in paths):
+        st = os.stat(p)
+        files.append(CaptureFile(p, st.st_size, int(st.st_mtime * 1000)))
+    return files
+
+
+def _list_remote(spec: str) -> list[CaptureFile]:
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(spec)
+    scheme = spec.split("://", 1)[0]
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        infos = [info]
+    elif info.type == pafs.FileType.Directory:
+        infos = [i for i in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if i.is_file and _wanted(i.base_name)]
+    else:
+        raise CaptureNotFoundError(f"no capture file at {spec}")
+    if not infos:
+        raise CaptureNotFoundError(f"no capture file at {spec}")
+    return sorted(
+        (CaptureFile(f"{scheme}://{i.path}", i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
+        key=lambda f: f.path,
+    )
+
+
+def open_capture(path: str) -> BinaryIO:
+    """Open a capture file for reading raw bytes (no decompression: the reader detects gzip)."""
+    if _has_scheme(path):
+        import pyarrow.fs as pafs
+
+        fs, inner = pafs.FileSystem.from_uri(path)
+        return fs.open_input_stream(inner, compression=None)  # type: ignore[return-value]
+    return open(_local(path), "rb")

@@ -1,0 +1,167 @@
+"""Reading capture files into numbered lines, robust to whatever the files hold.
+
+Contract:
+
+* A file is gzip when it starts with the gzip magic bytes (whatever its name), plain otherwise.
+  Concatenated gzip members are read one after the other.
+* Lines are split at ``\\n`` (a trailing ``\\r`` is dropped) and numbered from 1. A last line without a
+  newline is still a line. A file of zero bytes yields no line.
+* Nothing is lost silently. Every problem becomes a :class:`CaptureLine` with a ``read_error``:
+  ``line_too_long`` (only the first ``keep_bytes`` are kept; ``line_bytes`` is the full length),
+  ``truncated_gzip`` / ``corrupt_gzip`` (the bytes decoded after the last complete line, possibly
+  none, as one final line) and ``unreadable_file`` (the file could not be opened or read at all).
+* ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
+  bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CaptureLine:
+    """One line of a capture file as read."""
+
+    line_no: int
+    text: str
+    line_bytes: int
+    raw_bytes: bytes | None = None
+    read_error: str | None = None
+
+
+class _Truncated(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Inflate a (multi-member) gzip stream; raise _Truncated when it ends early or is corrupt."""
+    decomp = zlib.decompressobj(wbits=31)
+    fed = 0  # bytes fed to the current member
+    for chunk in chunks:
+        data = chunk
+        while data:
+            fed += len(data)
+            try:
+                out = decomp.decompress(data)
+            except zlib.error as exc:
+                raise _Truncated("corrupt_gzip") from exc
+            if out:
+                yield out
+            if not decomp.eof:
+                break
+            # A member ended; what follows it is the next member.
+            data = decomp.unused_data
+            decomp = zlib.decompressobj(wbits=31)
+            fed = 0
+    if fed and not decomp.eof:
+        raise _Truncated("truncated_gzip")
+
+
+def _raw_chunks(stream: BinaryIO) -> Iterator[bytes]:
+    while True:
+        chunk = stream.read(CHUNK_BYTES)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _make_line(line_no: int, raw: bytes, full_len: int, keep_bytes: int, read_error: str | None) -> CaptureLine:
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+        full_len -= 1
+    kept = raw[:keep_bytes]
+    try:
+        text = kept.decode("utf-8")
+        exact = read_error is None
+    except UnicodeDecodeError:
+        text = kept.decode("utf-8", errors="replace")
+        exact = False
+    return CaptureLine(line_no, text, full_len, None if exact else kept, read_error)
+
+
+def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:
+    """Split a stream of decoded bytes into numbered lines (see module contract)."""
+    line_no = 0
+    buf = bytearray()
+    overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
+    try:
+        for chunk in chunks:
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                piece = chunk[start:] if nl < 0 else chunk[start:nl]
+                if overflow:
+                    overflow += len(piece)
+                else:
+                    buf += piece
+                    if len(buf) > max_line_bytes:
+                        overflow = len(buf) - keep_bytes
+                        del buf[keep_bytes:]
+                if nl < 0:
+                    break
+                line_no += 1
+                if overflow:
+                    yield CaptureLine(line_no, bytes(buf).decode("utf-8", "replace"), len(buf) + overflow, bytes(buf), "line_too_long")
+                else:
+                    yield _make_line(line_no, bytes(buf), len(buf), keep_bytes, None)
+                buf.clear()
+                overflow = 0
+                start = nl + 1
+    except _Truncated as exc:
+        line_no += 1
+        yield _make_line(line_no, bytes(buf), len(buf) + overflow, keep_bytes, exc.reason)
+        return
+    if buf or overflow:
+        line_no += 1
+        if overflow:
+            yield CaptureLine(line_no, bytes(buf).decode("utf-8", "replace"), len(buf) + overflow, bytes(buf), "line_too_long")
+        else:
+            yield _make_line(line_no, bytes(buf), len(buf), keep_bytes, None)
+
+
+def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:
+    """Lines of one capture file given as an open binary stream (gzip detected by magic bytes)."""
+    chunks = _raw_chunks(stream)
+    first = b""
+    while len(first) < len(GZIP_MAGIC):  # enough bytes to recognise gzip, whatever the chunk size
+        more = next(chunks, b"")
+        if not more:
+            break
+        first += more
+    if not first:
+        return
+
+    def replay_first() -> Iterator[bytes]:
+        yield first
+        yield from chunks
+
+    source: Iterator[bytes] = replay_first()
+    if first.startswith(GZIP_MAGIC):
+        source = _gunzip_chunks(source)
+    yield from split_lines(source, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes)
+
+
+def read_capture_file(
+    path: str,
+    opener: Callable[[str], BinaryIO],
+    *,
+    max_line_bytes: int,
+    keep_bytes: int,
+) -> Iterator[CaptureLine]:
+    """Lines of the capture file at ``path``; an I/O failure becomes an ``unreadable_file`` line."""
+    produced = 0
+    try:
+        with opener(path) as stream:
+            for line in read_capture_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes):
+                produced = line.line_no
+                yield line
+    except OSError as exc:
+        yield CaptureLine(produced + 1, f"{type(exc).__name__}: {exc}", 0, None, "unreadable_file")

@@ -1,0 +1,335 @@
+"""Capture-format v1 records: one line of text in, a typed record or a quarantine reason out.
+
+The contract is ``spec/capture-format.md``. :func:`parse_line` returns either an :class:`Accepted`
+record (typed fields ready for ``silver.events`` plus, the first time a register body is seen by this
+parser, its decoded form for ``silver.topic_configs``) or a :class:`Rejected` one with a reason code:
+
+``invalid_utf8``, ``invalid_json``, ``not_an_object``, ``empty_line``, ``missing_field``,
+``wrong_type``, ``unknown_kind``, ``unknown_code``, ``unknown_channel_event``, ``undecodable_body``,
+``crc_mismatch``, ``quality:<rule>`` (a row-level data-quality rule) and the reader's own
+``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``unreadable_file``.
+
+Each line is parsed once; each distinct register body is decoded once per parser (a parser lives for
+one Spark partition). Identity:
+
+* ``body_id`` — content hash of how the body is decoded (raw bytes + compressed/legacy flags, or the
+  canonical JSON of a ``body`` object). Equal ids mean equal decoded bodies.
+* ``record_id`` — content hash of the whole record with the body replaced by its canonical hash, so
+  two records equal in every field (key order aside) share it: that is the duplicate rule.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from nsreplay.protocol.register_body import (
+    BodyDecodeError,
+    RegisterBody,
+    body_crc32,
+    decode_data_version,
+    decode_json_register_body,
+    decode_register_body,
+)
+
+KINDS = ("request", "response", "channel", "namesrv_start")
+REGISTER_BROKER = 103
+QUERY_DATA_VERSION = 322
+REGISTER_TOPIC = 217
+
+# Header fields a request cannot do without (the NameServer rejects the request otherwise).
+REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
+    100: ("namespace", "key", "value"),
+    102: ("namespace", "key"),
+    103: ("brokerName", "brokerAddr", "clusterName", "brokerId"),
+    104: ("brokerName", "brokerAddr", "clusterName", "brokerId"),
+    205: ("brokerName",),
+    216: ("topic",),
+    217: ("topic",),
+    322: ("brokerAddr", "clusterName"),
+    327: ("brokerName",),
+    904: ("brokerAddr", "clusterName"),
+}
+# Header fields that must parse as Java integers when present.
+INTEGER_HEADER = ("brokerId", "bodyCrc32", "heartbeatTimeoutMillis")
+_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    reason: str
+    detail: str
+    namesrv: str | None = None
+    ts: int | None = None
+
+
+@dataclass(frozen=True)
+class DecodedBody:
+    """A register body decoded for ``silver.topic_configs``."""
+
+    body_id: str
+    encoding: str
+    body: RegisterBody
+    body_bytes: int
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A valid record: ``event`` has the ``silver.events`` columns (without run/partition columns)."""
+
+    event: dict[str, Any]
+    new_body: DecodedBody | None = None
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ParserLimits:
+    """Plain values the parser needs from configuration."""
+
+    known_codes: frozenset[int]
+    channel_events: frozenset[str]
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _require(obj: Mapping[str, Any], key: str, check: Callable[[object], bool], what: str, prefix: str = "") -> Any:
+    if key not in obj or obj[key] is None:
+        raise _Reject("missing_field", f"{prefix}{key} is missing")
+    value = obj[key]
+    if not check(value):
+        raise _Reject("wrong_type", f"{prefix}{key} must be {what}, got {type(value).__name__}")
+    return value
+
+
+def _optional(obj: Mapping[str, Any], key: str, check: Callable[[object], bool], what: str) -> Any:
+    value = obj.get(key)
+    if value is not None and not check(value):
+        raise _Reject("wrong_type", f"{key} must be {what}, got {type(value).__name__}")
+    return value
+
+
+def _int_in(low: int, high: int) -> Callable[[object], bool]:
+    return lambda v: _is_int(v) and low <= v <= high  # type: ignore[operator]
+
+
+def _is_str(v: object) -> bool:
+    return isinstance(v, str)
+
+
+def _is_obj(v: object) -> bool:
+    return isinstance(v, dict)
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def _canonical(value: object) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _config_text(value: object) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value).decode("utf-8")
+
+
+def _b64(text: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _Reject("undecodable_body", f"{what} is not valid base64") from exc
+
+
+class LineParser:
+    """Parses capture lines; remembers the register bodies it has decoded (one per Spark partition)."""
+
+    def __init__(self, limits: ParserLimits, body_rule: Callable[[RegisterBody], str | None] | None = None) -> None:
+        self._limits = limits
+        self._body_rule = body_rule
+        self._bodies: dict[str, DecodedBody | _Reject] = {}
+
+    # -- entry point -------------------------------------------------------------------------------
+
+    def parse(self, text: str, *, exact: bool = True) -> Accepted | Rejected:
+        """Parse one line. ``exact`` is False when the line's bytes were not valid UTF-8."""
+        if not exact:
+            return Rejected("invalid_utf8", "the line is not valid UTF-8")
+        if not text.strip():
+            return Rejected("empty_line", "the line is empty")
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            return Rejected("invalid_json", f"not valid JSON: {str(exc)[:200]}")
+        if not isinstance(obj, dict):
+            return Rejected("not_an_object", f"a JSON {type(obj).__name__}, not an object")
+        namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
+        ts = obj.get("ts") if _is_int(obj.get("ts")) else None
+        try:
+            return self._record(obj)
+        except _Reject as exc:
+            return Rejected(exc.reason, exc.detail, namesrv, ts)
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def _record(self, obj: dict[str, Any]) -> Accepted:
+        event: dict[str, Any] = {
+            "namesrv": _require(obj, "namesrv", _is_str, "a string"),
+            "ts": _require(obj, "ts", _int_in(*INT64), "an integer"),
+            "kind": _require(obj, "kind", _is_str, "a string"),
+            "seq": _optional(obj, "seq", _int_in(*INT64), "an integer"),
+        }
+        kind = event["kind"]
+        if kind not in KINDS:
+            raise _Reject("unknown_kind", f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        new_body: DecodedBody | None = None
+        identity = dict(obj)
+        if kind == "request":
+            new_body = self._request(obj, event, identity)
+        elif kind == "response":
+            self._response(obj, event, identity)
+        elif kind == "channel":
+            self._channel(obj, event)
+        else:
+            self._start(obj, event)
+        event["record_id"] = _digest(_canonical(identity))
+        return Accepted(event, new_body)
+
+    def _request(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> DecodedBody | None:
+        code = _require(obj, "code", _int_in(*INT32), "an integer")
+        event["code"] = code
+        event["version"] = _require(obj, "version", _int_in(*INT32), "an integer")
+        event["opaque"] = _require(obj, "opaque", _int_in(*INT32), "an integer")
+        event["conn"] = _require(obj, "conn", _is_str, "a string")
+        ext = _require(obj, "extFields", _is_obj, "an object")
+        for key, value in ext.items():
+            if not isinstance(value, str):
+                raise _Reject("wrong_type", f"extFields.{key} must be a string, got {type(value).__name__}")
+        if code not in self._limits.known_codes:
+            raise _Reject("unknown_code", f"request code {code} is not a NameServer request code")
+        for key in REQUIRED_HEADER.get(code, ()):
+            _require(ext, key, _is_str, "a string", "extFields.")
+        for key in INTEGER_HEADER:
+            if key in ext and not _JAVA_INT.match(ext[key]):
+                raise _Reject("wrong_type", f"extFields.{key} must be an integer string, got {ext[key][:40]!r}")
+        event["ext_fields"] = ext
+        event["broker_name"] = ext.get("brokerName")
+        event["broker_addr"] = ext.get("brokerAddr")
+        event["cluster_name"] = ext.get("clusterName")
+        event["broker_id"] = int(ext["brokerId"]) if "brokerId" in ext else None
+        event["topic"] = ext.get("topic")
+        body = _optional(obj, "body", _is_obj, "an object")
+        body_b64 = _optional(obj, "body_b64", _is_str, "a string")
+        if body is not None:
+            identity["body"] = _digest(_canonical(body))
+        if code == REGISTER_BROKER:
+            return self._register_body(event, ext, body, body_b64)
+        self._small_body(event, code, body, body_b64)
+        return None
+
+    def _response(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> None:
+        event["code"] = _require(obj, "code", _int_in(*INT32), "an integer")
+        event["opaque"] = _require(obj, "opaque", _int_in(*INT32), "an integer")
+        event["conn"] = _require(obj, "conn", _is_str, "a string")
+        event["version"] = _optional(obj, "version", _int_in(*INT32), "an integer")
+        event["remark"] = _optional(obj, "remark", _is_str, "a string")
+        body = _optional(obj, "body", lambda v: isinstance(v, (dict, list)), "an object")
+        body_b64 = _optional(obj, "body_b64", _is_str, "a string")
+        if body_b64 is not None:
+            _b64(body_b64, "body_b64")
+            event["body_b64"] = body_b64
+        if body is not None:
+            event["body"] = _canonical(body).decode("utf-8")
+
+    def _channel(self, obj: dict[str, Any], event: dict[str, Any]) -> None:
+        name = _require(obj, "event", _is_str, "a string")
+        if name not in self._limits.channel_events:
+            raise _Reject("unknown_channel_event", f"channel event {name!r} is not one of {', '.join(sorted(self._limits.channel_events))}")
+        event["event"] = name
+        event["conn"] = _require(obj, "conn", _is_str, "a string")
+        event["remote"] = _require(obj, "remote", _is_str, "a string")
+
+    def _start(self, obj: dict[str, Any], event: dict[str, Any]) -> None:
+        event["rocketmq_version"] = _require(obj, "rocketmq_version", _is_str, "a string")
+        config = _optional(obj, "config", _is_obj, "an object") or {}
+        event["config"] = {str(k): _config_text(v) for k, v in config.items() if v is not None}
+
+    # -- bodies ------------------------------------------------------------------------------------
+
+    def _small_body(self, event: dict[str, Any], code: int, body: object, body_b64: str | None) -> None:
+        """Bodies other than RegisterBrokerBody: kept as compact JSON (or base64) after a shape check."""
+        parsed: object = body
+        if body_b64 is not None:
+            raw = _b64(body_b64, "body_b64")
+            event["body_b64"] = body_b64
+            if code in (QUERY_DATA_VERSION, REGISTER_TOPIC):
+                try:
+                    parsed = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    raise _Reject("undecodable_body", "body_b64 is not JSON") from exc
+        if parsed is None:
+            if code == REGISTER_TOPIC:
+                raise _Reject("missing_field", "body is missing (REGISTER_TOPIC carries a TopicRouteData)")
+            return
+        if code == QUERY_DATA_VERSION:
+            try:
+                decode_data_version(parsed)
+            except BodyDecodeError as exc:
+                raise _Reject("undecodable_body", f"DataVersion: {exc}") from exc
+        if code == REGISTER_TOPIC and not (isinstance(parsed, dict) and isinstance(parsed.get("queueDatas", []), list)):
+            raise _Reject("undecodable_body", "REGISTER_TOPIC body is not a TopicRouteData")
+        event["body"] = _canonical(parsed).decode("utf-8")
+
+    def _register_body(self, event: dict[str, Any], ext: Mapping[str, str], body: object, body_b64: str | None) -> DecodedBody | None:
+        version = event["version"]
+        if body_b64 is not None:
+            raw = _b64(body_b64, "body_b64")
+            crc = int(ext.get("bodyCrc32", "0"))
+            if crc != 0 and crc != body_crc32(raw):
+                raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({body_crc32(raw)})")
+            compressed = ext.get("compressed") == "true"
+            encoding = "compressed" if compressed else ("legacy_wrapper" if version < 37 else "json")
+            body_id = _digest(b"raw", encoding.encode(), raw)
+            return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_register_body(raw, compressed=compressed, version=version), len(raw)))
+        if body is None:
+            return None
+        encoding = "legacy_wrapper" if version < 37 else "json"
+        canonical = _canonical(body)
+        body_id = _digest(b"json", encoding.encode(), canonical)
+        return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_json_register_body(body, version=version), len(canonical)))
+
+    def _remember(self, event: dict[str, Any], body_id: str, decode: Callable[[], DecodedBody]) -> DecodedBody | None:
+        """Decode a body the first time this parser sees it; reject every line that carries a bad one."""
+        known = self._bodies.get(body_id)
+        first = known is None
+        if first:
+            try:
+                known = decode()
+                problem = self._body_rule(known.body) if self._body_rule else None
+                if problem:
+                    known = _Reject(f"quality:{problem}", f"register body breaks rule {problem}")
+            except BodyDecodeError as exc:
+                known = _Reject("undecodable_body", str(exc))
+            self._bodies[body_id] = known
+        if isinstance(known, _Reject):
+            raise known
+        event["body_id"] = body_id
+        return known if first else None

@@ -1,0 +1,202 @@
+"""One ingest run: capture files → bronze → silver, with quarantine, dedup and data quality.
+
+Order of writes (each through the storage module, each an idempotent commit keyed by the run id):
+
+1. ``bronze.captures_raw`` — every line of every new file, as read.
+2. The lines are parsed from bronze; row-level failures become quarantine rows.
+3. Great Expectations validates what silver would receive. On failure nothing is written to silver
+   except the quality results and the run row (status ``failed_quality``), and
+   :class:`IngestQualityError` is raised with a readable report.
+4. ``silver.events`` (new records only), ``silver.topic_configs`` (new bodies only),
+   ``silver.quarantine``, then ``bronze.ingest_files`` (which marks the files as ingested) and the
+   ``silver.ingest_runs`` row with reconciled counts.
+
+A file already ingested by a successful run (same path, size and modification time) is skipped, so
+re-ingesting the same files adds nothing; a record seen before (same ``record_id``) counts as a
+duplicate. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from nsreplay.config import Settings
+from nsreplay.storage import CommitInfo, Warehouse
+from pipelines.ingest.capture_files import CaptureFile, list_capture_files
+from pipelines.ingest.records import ParserLimits
+from pipelines.ingest.transforms import (
+    ParseOptions,
+    ReadOptions,
+    accepted_events,
+    new_bodies,
+    new_events,
+    parse_capture_lines,
+    quarantined_rows,
+    read_capture_lines,
+)
+from pipelines.quality.rules import event_rules
+from pipelines.quality.suites import QualityReport, RunMetrics, validate_ingest
+from schemas import ALL_TABLES
+from schemas.bronze import CAPTURES_RAW, INGEST_FILES
+from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, TOPIC_CONFIGS
+
+JOB = "ingest"
+
+
+class IngestQualityError(RuntimeError):
+    """A table-level data-quality check failed; silver was not written."""
+
+    def __init__(self, report: QualityReport) -> None:
+        super().__init__(f"{report.text().splitlines()[0]}; silver was not written (see silver.quality_results)")
+        self.report = report
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    run_id: str
+    files_seen: int
+    files_read: int
+    files_skipped: int
+    lines_read: int
+    accepted: int
+    duplicates: int
+    quarantined: int
+    quarantined_by_reason: dict[str, int]
+    new_bodies: int
+    quality: QualityReport | None
+    status: str
+    seconds: float = 0.0
+    window: tuple[int | None, int | None] = field(default=(None, None))
+
+    def summary(self) -> str:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
+        return (
+            f"ingest {self.run_id}: {self.status}; files {self.files_read} read, {self.files_skipped} already ingested; "
+            f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates} + quarantined {self.quarantined} "
+            f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
+        )
+
+
+def _utc_date(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tuple[str, int, int]]:
+    """Fingerprints of the given files that a successful run has ingested (file metadata only)."""
+    paths = [f.path for f in files]
+    known = warehouse.read(INGEST_FILES).where(F.col("status") != "skipped").where(F.col("source_file").isin(paths))
+    return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
+
+
+def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
+    """record_ids already in silver.events, read only from the partitions this batch touches."""
+    partitions = [(r.namesrv, r.event_date) for r in events.select("namesrv", "event_date").distinct().collect()]
+    existing = warehouse.read(EVENTS)
+    if not partitions:
+        return existing.select("record_id").limit(0)
+    cond = None
+    for namesrv, day in partitions:
+        c = (F.col("namesrv") == namesrv) & (F.col("event_date") == day)
+        cond = c if cond is None else cond | c
+    return existing.where(cond).select("record_id")
+
+
+def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, captures: str, run_id: str) -> IngestResult:
+    """Ingest the capture files at ``captures`` under ``run_id`` (see module docstring)."""
+    started = int(time.time() * 1000)
+    for spec in ALL_TABLES:
+        warehouse.ensure(spec)
+    commit = CommitInfo(run_id=run_id, job=JOB)
+    files = list_capture_files(captures)
+    done = _already_ingested(warehouse, files)
+    to_read = [f for f in files if (f.path, f.size_bytes, f.mtime_ms) not in done]
+    skipped = [f for f in files if f not in to_read]
+
+    ingest_date = _utc_date(started)
+    ingest = settings.ingest
+    if to_read:
+        lines = read_capture_lines(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes))
+        lines = lines.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date))
+        warehouse.append(CAPTURES_RAW, lines, commit)
+    bronze = warehouse.read(CAPTURES_RAW).where((F.col("ingest_date") == ingest_date) & (F.col("run_id") == run_id))
+
+    rules = event_rules(min_ts=settings.quality.min_ts, max_ts=settings.quality.max_ts)
+    options = ParseOptions(
+        limits=ParserLimits(ingest.known_codes, frozenset(ingest.channel_events)),
+        rules=rules,
+        max_queue_nums=settings.quality.max_queue_nums,
+        max_perm=settings.quality.max_perm,
+        keep_bytes=ingest.quarantine_keep_bytes,
+    )
+    parsed = parse_capture_lines(bronze, options).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        by_status: dict[str, int] = {}
+        by_reason: dict[str, int] = {}
+        per_file: dict[str, int] = {}
+        for r in parsed.groupBy("status", "reason", "source_file").count().collect():
+            by_status[r.status] = by_status.get(r.status, 0) + r["count"]
+            per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
+            if r.reason:
+                by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
+        events_all = accepted_events(parsed)
+        events = new_events(events_all, _existing_record_ids(warehouse, events_all)).persist(StorageLevel.MEMORY_AND_DISK)
+        bodies = new_bodies(parsed, warehouse.read(TOPIC_CONFIGS).select("body_id"), run_id).persist(StorageLevel.MEMORY_AND_DISK)
+        n_events, n_bodies = events.count(), bodies.count()
+        window = events.agg(F.min("ts"), F.max("ts")).first() if n_events else (None, None)
+        lines_read = sum(by_status.values())
+        accepted_total = by_status.get("accepted", 0)
+        metrics = RunMetrics(lines_read, n_events, accepted_total - n_events, by_status.get("quarantined", 0))
+        report = validate_ingest(
+            spark,
+            run_id=run_id,
+            events=events,
+            bodies=bodies,
+            metrics=metrics,
+            rules=rules,
+            max_queue_nums=settings.quality.max_queue_nums,
+            max_perm=settings.quality.max_perm,
+            max_quarantine_ratio=settings.quality.max_quarantine_ratio,
+        )
+        warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), commit)
+        status = "succeeded" if report.passed else "failed_quality"
+        if report.passed:
+            warehouse.append(EVENTS, events, commit)
+            warehouse.append(TOPIC_CONFIGS, bodies, commit)
+            warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
+            file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "read" if per_file.get(f.path) else "empty", per_file.get(f.path, 0), None) for f in to_read]
+            file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "skipped", None, "already ingested") for f in skipped]
+            if file_rows:
+                warehouse.append(INGEST_FILES, spark.createDataFrame(file_rows, INGEST_FILES.schema), commit)
+        result = IngestResult(
+            run_id=run_id,
+            files_seen=len(files),
+            files_read=len(to_read),
+            files_skipped=len(skipped),
+            lines_read=lines_read,
+            accepted=metrics.accepted,
+            duplicates=metrics.duplicates,
+            quarantined=metrics.quarantined,
+            quarantined_by_reason=by_reason,
+            new_bodies=n_bodies,
+            quality=report,
+            status=status,
+            seconds=(time.time() * 1000 - started) / 1000,
+            window=(window[0], window[1]),
+        )
+        run_row = [(
+            run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,
+            result.lines_read, result.accepted, result.duplicates, result.quarantined, by_reason, result.new_bodies,
+            report.passed, status,
+        )]
+        warehouse.append(INGEST_RUNS, spark.createDataFrame(run_row, INGEST_RUNS.schema), commit)
+        if not report.passed:
+            raise IngestQualityError(report)
+        return result
+    finally:
+        parsed.unpersist()

@@ -1,0 +1,1 @@
+"""Data quality: row rules (quarantine) and Great Expectations suites (run-level verdicts)."""

@@ -1,0 +1,83 @@
+"""Row-level data-quality rules for silver, declared once and enforced twice.
+
+Each :class:`RowRule` names a column of ``silver.events`` and a condition. The ingest parser applies
+:meth:`RowRule.passes` to every record and quarantines failures with reason ``quality:<name>``; the
+Great Expectations suite (:mod:`pipelines.quality.suites`) turns the same rules into expectations and
+validates the accepted rows, so a rule the parser failed to enforce fails the run. A null value
+passes every rule (columns that do not apply to a record kind are null).
+
+Register bodies have their own rule (:func:`register_body_problem`), checked once per distinct body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from nsreplay.protocol.register_body import RegisterBody
+
+# host:port, host being a name, an IPv4 address or a bracketed IPv6 address; port 1..65535.
+ADDRESS_REGEX = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,4})$"
+_ADDRESS = re.compile(ADDRESS_REGEX)
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """A condition every non-null value of ``column`` must meet."""
+
+    name: str
+    column: str
+    regex: str | None = None
+    min_value: int | None = None
+    max_value: int | None = None
+
+    def passes(self, value: Any) -> bool:
+        if value is None:
+            return True
+        if self.regex is not None:
+            return isinstance(value, str) and _matcher(self.regex)(value)
+        if self.min_value is not None and value < self.min_value:
+            return False
+        return self.max_value is None or value <= self.max_value
+
+
+def _matcher(regex: str) -> Callable[[str], bool]:
+    compiled = _ADDRESS if regex == ADDRESS_REGEX else re.compile(regex)
+
+    def match(value: str) -> bool:
+        m = compiled.match(value)
+        return m is not None and (regex != ADDRESS_REGEX or int(m.group(2)) <= 65535)
+
+    return match
+
+
+def event_rules(*, min_ts: int, max_ts: int) -> tuple[RowRule, ...]:
+    """The rules for ``silver.events`` rows."""
+    return (
+        RowRule("namesrv_address", "namesrv", regex=ADDRESS_REGEX),
+        RowRule("broker_address", "broker_addr", regex=ADDRESS_REGEX),
+        RowRule("remote_address", "remote", regex=ADDRESS_REGEX),
+        RowRule("ts_plausible", "ts", min_value=min_ts, max_value=max_ts),
+        RowRule("broker_id_non_negative", "broker_id", min_value=0),
+        RowRule("seq_non_negative", "seq", min_value=0),
+        RowRule("version_non_negative", "version", min_value=0),
+    )
+
+
+def first_broken_rule(rules: tuple[RowRule, ...], event: Mapping[str, Any]) -> str | None:
+    """The name of the first rule ``event`` breaks, or None."""
+    for rule in rules:
+        if not rule.passes(event.get(rule.column)):
+            return rule.name
+    return None
+
+
+def register_body_problem(body: RegisterBody, *, max_queue_nums: int, max_perm: int) -> str | None:
+    """The rule a decoded register body breaks (queue numbers, perm bits), or None."""
+    for config in body.topic_configs:
+        if not (0 <= config.read_queue_nums <= max_queue_nums and 0 <= config.write_queue_nums <= max_queue_nums):
+            return "queue_nums_range"
+        if not 0 <= config.perm <= max_perm:
+            return "perm_range"
+    return None

@@ -1,0 +1,137 @@
+"""Great Expectations suites over what an ingest run is about to write to silver.
+
+Row-level problems never reach these suites: the parser quarantines them (``pipelines.quality.rules``).
+The suites re-check the same rules on the accepted rows, add table-level expectations (unique keys,
+non-null columns, the share of quarantined lines, reconciled counts) and decide whether the run may
+write silver. Results come back as plain rows for ``silver.quality_results`` plus a readable report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.quality.rules import RowRule
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    passed: bool
+    rows: tuple[dict[str, Any], ...]
+
+    def failures(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if not r["success"]]
+
+    def text(self) -> str:
+        """A readable summary: one line per failed expectation (or a line saying all passed)."""
+        if self.passed:
+            return f"data quality: all {len(self.rows)} expectations passed"
+        lines = [f"data quality: {len(self.failures())} of {len(self.rows)} expectations failed"]
+        for r in self.failures():
+            column = f" on {r['column']}" if r["column"] else ""
+            lines.append(f"  - {r['suite']}: {r['expectation']}{column}: {r['unexpected_count']} unexpected ({r['details']})")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    lines_read: int
+    accepted: int
+    duplicates: int
+    quarantined: int
+
+
+def _gx():
+    import great_expectations as gx
+
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    return gx
+
+
+def _context():
+    gx = _gx()
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    return context
+
+
+def _rule_expectation(gx: Any, rule: RowRule) -> Any:
+    if rule.regex is not None:
+        return gx.expectations.ExpectColumnValuesToMatchRegex(column=rule.column, regex=rule.regex)
+    return gx.expectations.ExpectColumnValuesToBeBetween(column=rule.column, min_value=rule.min_value, max_value=rule.max_value)
+
+
+def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterable[Any], run_id: str) -> list[dict[str, Any]]:
+    gx = _gx()
+    source = context.data_sources.add_or_update_spark(name="nsreplay")
+    asset = source.add_dataframe_asset(name=suite_name)
+    batch = asset.add_batch_definition_whole_dataframe(f"{suite_name}:run").get_batch(batch_parameters={"dataframe": df})
+    suite = gx.ExpectationSuite(name=suite_name)
+    for expectation in expectations:
+        suite.add_expectation(expectation)
+    result = batch.validate(suite)
+    rows = []
+    for r in result.results:
+        res = r.result or {}
+        partial = res.get("partial_unexpected_list")
+        rows.append(
+            {
+                "run_id": run_id,
+                "suite": suite_name,
+                "expectation": r.expectation_config.type,
+                "column": r.expectation_config.kwargs.get("column"),
+                "success": bool(r.success),
+                "element_count": res.get("element_count"),
+                "unexpected_count": res.get("unexpected_count"),
+                "unexpected_percent": res.get("unexpected_percent"),
+                "details": json.dumps({"sample": partial[:5] if partial else None, "observed": res.get("observed_value")}, default=str),
+            }
+        )
+    return rows
+
+
+def validate_ingest(
+    spark: SparkSession,
+    *,
+    run_id: str,
+    events: DataFrame,
+    bodies: DataFrame,
+    metrics: RunMetrics,
+    rules: tuple[RowRule, ...],
+    max_queue_nums: int,
+    max_perm: int,
+    max_quarantine_ratio: float,
+) -> QualityReport:
+    """Validate the new silver rows of one ingest run; ``passed`` False means: write nothing."""
+    gx = _gx()
+    context = _context()
+    e = gx.expectations
+    event_checks = [_rule_expectation(gx, rule) for rule in rules]
+    event_checks += [e.ExpectColumnValuesToNotBeNull(column=c) for c in ("namesrv", "ts", "kind", "record_id")]
+    event_checks.append(e.ExpectColumnValuesToBeUnique(column="record_id"))
+    rows = _validate(context, "silver.events", events, event_checks, run_id)
+
+    configs = bodies.select(F.explode("topic_configs").alias("c")).select("c.*")
+    config_checks = [e.ExpectColumnValuesToBeBetween(column=c, min_value=0, max_value=max_queue_nums) for c in ("read_queue_nums", "write_queue_nums")]
+    config_checks.append(e.ExpectColumnValuesToBeBetween(column="perm", min_value=0, max_value=max_perm))
+    rows += _validate(context, "silver.topic_configs", configs, config_checks, run_id)
+
+    ratio = metrics.quarantined / metrics.lines_read if metrics.lines_read else 0.0
+    unreconciled = metrics.lines_read - (metrics.accepted + metrics.duplicates + metrics.quarantined)
+    run = spark.createDataFrame([(float(ratio), int(unreconciled))], "quarantine_ratio double, unreconciled_lines long")
+    run_checks = [
+        e.ExpectColumnValuesToBeBetween(column="quarantine_ratio", min_value=0.0, max_value=max_quarantine_ratio),
+        e.ExpectColumnValuesToBeBetween(column="unreconciled_lines", min_value=0, max_value=0),
+    ]
+    rows += _validate(context, "ingest.run", run, run_checks, run_id)
+    return QualityReport(all(r["success"] for r in rows), tuple(rows))

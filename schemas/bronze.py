@@ -1,0 +1,48 @@
+"""Bronze: capture files exactly as read. Append-only; nothing here is interpreted."""
+
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from nsreplay.storage import TableSpec
+
+# One row per line read. `line` is the line decoded as UTF-8 (invalid bytes replaced); `raw_bytes`
+# keeps the exact bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
+# `read_error` marks lines the reader could not take whole: line_too_long, truncated_gzip.
+CAPTURE_LINE = StructType(
+    [
+        StructField("source_file", StringType(), False),
+        StructField("line_no", LongType(), False),
+        StructField("line", StringType(), False),
+        StructField("line_bytes", LongType(), False),
+        StructField("raw_bytes", BinaryType(), True),
+        StructField("read_error", StringType(), True),
+    ]
+)
+
+CAPTURES_RAW = TableSpec(
+    name="bronze.captures_raw",
+    schema=StructType(
+        [StructField("run_id", StringType(), False)]
+        + list(CAPTURE_LINE.fields)
+        + [StructField("ingest_date", StringType(), False)]
+    ),
+    partition_by=("ingest_date",),
+    description="Every capture line as read, with its file, line number and ingest run.",
+)
+
+# One row per capture file an ingest run looked at. A file already ingested with the same size and
+# modification time is skipped (status 'skipped') so re-ingesting the same files adds nothing.
+INGEST_FILES = TableSpec(
+    name="bronze.ingest_files",
+    schema=StructType(
+        [
+            StructField("run_id", StringType(), False),
+            StructField("source_file", StringType(), False),
+            StructField("size_bytes", LongType(), False),
+            StructField("mtime_ms", LongType(), False),
+            StructField("status", StringType(), False),
+            StructField("lines", LongType(), True),
+            StructField("detail", StringType(), True),
+        ]
+    ),
+    description="The files each ingest run saw: read, skipped (already ingested), empty or unreadable.",
+)

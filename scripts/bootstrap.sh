@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Creates or refreshes the project's virtual environment (.venv) and checks for Java.
+# Sourced by spark-submit.sh and run-tests.sh; idempotent and quick when nothing changed
+# (a stamp holds the hash of pyproject.toml). Prints one line and exits non-zero on failure.
+set -euo pipefail
+
+NSREPLAY_ROOT="${NSREPLAY_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+VENV="$NSREPLAY_ROOT/.venv"
+
+nsreplay_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+
+nsreplay_check_java() {
+  local java_bin
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then java_bin="$JAVA_HOME/bin/java"
+  elif command -v java >/dev/null 2>&1; then java_bin="$(command -v java)"
+  else nsreplay_die "no Java found: Spark needs a JDK 17 or newer; install one (e.g. apt-get install openjdk-17-jdk-headless) and put java on PATH or set JAVA_HOME"
+  fi
+  local major
+  major="$("$java_bin" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)"
+  if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+    nsreplay_die "Java ${major:-?} found at $java_bin; Spark 4 needs a JDK 17 or newer"
+  fi
+}
+
+nsreplay_bootstrap_venv() {
+  local python="${NSREPLAY_PYTHON:-python3}"
+  command -v "$python" >/dev/null 2>&1 || nsreplay_die "no $python found: install Python 3.10 or newer"
+  "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+    || nsreplay_die "$("$python" --version 2>&1) is too old: nsreplay needs Python 3.10 or newer"
+  local want have=""
+  want="$(cat "$NSREPLAY_ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+  [ -f "$VENV/.nsreplay-stamp" ] && have="$(cat "$VENV/.nsreplay-stamp")"
+  if [ "$want" = "$have" ] && [ -x "$VENV/bin/nsreplay" ]; then return 0; fi
+  echo "setting up $VENV (first run or dependencies changed; takes a minute or two)..." >&2
+  [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV" || nsreplay_die "could not create $VENV (on Debian: apt-get install python3-venv)"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >/dev/null 2>&1 || true
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$NSREPLAY_ROOT[test]" \
+    || nsreplay_die "pip could not install the dependencies into $VENV (see the messages above)"
+  echo "$want" > "$VENV/.nsreplay-stamp"
+}
+
+nsreplay_check_java
+nsreplay_bootstrap_venv
+export PYSPARK_PYTHON="$VENV/bin/python"
+export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs an nsreplay job through spark-submit, bootstrapping .venv on first use.
+#
+#   ./spark-submit.sh jobs/rebuild_routes.py [job args]                 # local, conf/ defaults
+#   ./spark-submit.sh --master yarn --deploy-mode cluster jobs/rebuild_routes.py --captures hdfs://...
+#
+# Spark options before the job file are passed to spark-submit unchanged (they override conf/).
+# Environment: NSREPLAY_ENV (conf/<env>, default local); NSREPLAY_DELTA=spark adds the delta-spark
+# package (--packages io.delta:delta-spark_2.13:$DELTA_VERSION) and its session extensions for
+# clusters that can fetch or already have the jars.
+set -euo pipefail
+NSREPLAY_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export NSREPLAY_ROOT
+# shellcheck source=scripts/bootstrap.sh
+source "$NSREPLAY_ROOT/scripts/bootstrap.sh"
+
+ENV_NAME="${NSREPLAY_ENV:-local}"
+DELTA_VERSION="${DELTA_VERSION:-4.0.0}"
+props="$(mktemp)"
+trap 'rm -f "$props"' EXIT
+cat "$NSREPLAY_ROOT/conf/base/spark-defaults.conf" > "$props"
+[ -f "$NSREPLAY_ROOT/conf/$ENV_NAME/spark-defaults.conf" ] && cat "$NSREPLAY_ROOT/conf/$ENV_NAME/spark-defaults.conf" >> "$props"
+
+extra=()
+if [ "${NSREPLAY_DELTA:-}" = "spark" ]; then
+  extra+=(--packages "io.delta:delta-spark_2.13:$DELTA_VERSION"
+          --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension
+          --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog)
+fi
+
+# Outside local mode the executors need the project code: ship it as a zip.
+master="$(sed -n 's/^spark.master[[:space:]]*//p' "$props" | tail -n1)"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  [ "${args[$i]}" = "--master" ] && master="${args[$((i + 1))]:-}"
+done
+case "$master" in
+  local*) ;;
+  *)
+    mkdir -p "$NSREPLAY_ROOT/dist"
+    (cd "$NSREPLAY_ROOT" && rm -f dist/nsreplay-code.zip && "$VENV/bin/python" -m zipfile -c dist/nsreplay-code.zip nsreplay pipelines schemas >/dev/null)
+    extra+=(--py-files "$NSREPLAY_ROOT/dist/nsreplay-code.zip")
+    ;;
+esac
+
+export NSREPLAY_UNDER_SPARK_SUBMIT=1
+export SPARK_HOME="${SPARK_HOME:-$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+cd "$NSREPLAY_ROOT"
+exec "$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@"

@@ -1,0 +1,40 @@
+"""Shared fixtures: one SparkSession for the whole test run, configured from conf/base."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spark_defaults() -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for line in (ROOT / "conf" / "base" / "spark-defaults.conf").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            settings[key] = value.strip()
+    return settings
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-Python tests never start Spark
+    """The session-scoped SparkSession (local[2], the project's own Spark defaults)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master("local[2]").appName("nsreplay-tests")
+    for key, value in _spark_defaults().items():
+        if key not in ("spark.master", "spark.driver.memory"):
+            builder = builder.config(key, value)
+    builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "2g")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -1,0 +1,71 @@
+"""The capture reader: line numbering, gzip (multi-member, truncated, corrupt), limits, encoding."""
+
+import gzip
+import io
+
+import pytest
+
+from pipelines.ingest.capture_reader import CaptureLine, read_capture_file, read_capture_stream
+
+
+def lines(data: bytes, max_line_bytes: int = 100, keep_bytes: int = 10) -> list[CaptureLine]:
+    return list(read_capture_stream(io.BytesIO(data), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes))
+
+
+def test_plain_lines_are_numbered_from_one_and_crlf_is_dropped() -> None:
+    assert lines(b"a\nbb\r\nccc") == [
+        CaptureLine(1, "a", 1),
+        CaptureLine(2, "bb", 2),
+        CaptureLine(3, "ccc", 3),
+    ]
+
+
+def test_empty_file_has_no_line() -> None:
+    assert lines(b"") == []
+
+
+def test_gzip_is_detected_by_magic_bytes_and_members_are_concatenated() -> None:
+    data = gzip.compress(b"1\n2\n") + gzip.compress(b"3\n")
+    assert [l.text for l in lines(data)] == ["1", "2", "3"]
+
+
+def test_truncated_gzip_keeps_every_complete_line_and_flags_the_rest() -> None:
+    data = gzip.compress(b"".join(b"line-%03d\n" % i for i in range(200)))
+    got = lines(data[: len(data) // 2])
+    assert [l.read_error for l in got[:-1]] == [None] * (len(got) - 1)
+    assert [l.text for l in got[:-1]] == ["line-%03d" % i for i in range(len(got) - 1)]
+    last = got[-1]
+    assert last.read_error == "truncated_gzip"
+    assert last.line_no == len(got)
+    assert last.raw_bytes is not None and (b"line-%03d" % (len(got) - 1)).startswith(last.raw_bytes)
+
+
+def test_garbage_after_a_gzip_member_is_corrupt() -> None:
+    got = lines(gzip.compress(b"a\nb") + b"\x00\x00garbage")
+    assert [(l.text, l.read_error) for l in got] == [("a", None), ("b", "corrupt_gzip")]
+
+
+def test_a_line_over_the_limit_is_cut_and_flagged_and_reading_goes_on() -> None:
+    got = lines(b"x" * 250 + b"\nok\n", max_line_bytes=100, keep_bytes=10)
+    assert got[0] == CaptureLine(1, "x" * 10, 250, b"x" * 10, "line_too_long")
+    assert got[1] == CaptureLine(2, "ok", 2)
+
+
+def test_invalid_utf8_keeps_the_exact_bytes() -> None:
+    got = lines(b"\xff\xfe{}\nok\n")
+    assert got[0].raw_bytes == b"\xff\xfe{}" and got[0].read_error is None and "\ufffd" in got[0].text
+    assert got[1].raw_bytes is None
+
+
+def test_unreadable_file_becomes_a_flagged_line(tmp_path) -> None:
+    got = list(read_capture_file(str(tmp_path / "missing.jsonl"), lambda p: open(p, "rb"), max_line_bytes=10, keep_bytes=10))
+    assert len(got) == 1 and got[0].read_error == "unreadable_file" and "FileNotFoundError" in got[0].text
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_lines_do_not_depend_on_chunk_boundaries(monkeypatch, chunk: int) -> None:
+    import pipelines.ingest.capture_reader as reader
+
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
+    data = gzip.compress(b"alpha\nbeta\r\n\ngamma")
+    assert [l.text for l in lines(data)] == ["alpha", "beta", "", "gamma"]

@@ -1,0 +1,133 @@
+"""The record parser: every reason code of the bad-input contract, identities, body decoding once."""
+
+import base64
+import json
+
+import pytest
+
+from nsreplay.protocol.register_body import (
+    DataVersion,
+    RegisterBody,
+    TopicConfig,
+    body_crc32,
+    encode_compressed_register_body,
+    encode_json_register_body,
+    encode_register_body_bytes,
+)
+from pipelines.ingest.records import Accepted, LineParser, ParserLimits, Rejected
+from pipelines.quality.rules import register_body_problem
+
+LIMITS = ParserLimits(frozenset({100, 102, 103, 104, 105, 205, 216, 217, 322, 327, 904}), frozenset({"CONNECT", "CLOSE", "IDLE", "EXCEPTION"}))
+BODY = RegisterBody(DataVersion(0, 1732147100000, 3), (TopicConfig("orders", 8, 8, 6, 0),), ())
+
+
+def parser() -> LineParser:
+    return LineParser(LIMITS, lambda b: register_body_problem(b, max_queue_nums=1024, max_perm=15))
+
+
+def register(**overrides) -> dict:
+    record = {
+        "namesrv": "10.0.0.10:9876", "ts": 1732147200123, "seq": 5, "kind": "request", "code": 103, "version": 479,
+        "opaque": 17, "conn": "10.0.1.5:53422@1732147190000",
+        "extFields": {"brokerName": "broker-a", "brokerAddr": "10.0.1.5:10911", "clusterName": "DefaultCluster",
+                      "haServerAddr": "10.0.1.5:10912", "brokerId": "0", "compressed": "false", "bodyCrc32": "0",
+                      "enableActingMaster": "false"},
+        "body": encode_json_register_body(BODY),
+    }
+    record.update(overrides)
+    return record
+
+
+def parse(record_or_text, p: LineParser | None = None):
+    text = record_or_text if isinstance(record_or_text, str) else json.dumps(record_or_text)
+    return (p or parser()).parse(text)
+
+
+def test_register_is_accepted_with_typed_fields_and_its_body_decoded_once() -> None:
+    p = parser()
+    first, second = parse(register(), p), parse(register(ts=1732147230123, opaque=18), p)
+    assert isinstance(first, Accepted) and isinstance(second, Accepted)
+    e = first.event
+    assert (e["namesrv"], e["ts"], e["seq"], e["kind"], e["code"], e["broker_id"], e["broker_addr"]) == (
+        "10.0.0.10:9876", 1732147200123, 5, "request", 103, 0, "10.0.1.5:10911")
+    assert first.new_body is not None and first.new_body.body == BODY
+    assert second.new_body is None and second.event["body_id"] == e["body_id"]
+    assert second.event["record_id"] != e["record_id"]
+
+
+def test_record_identity_ignores_key_order_but_not_values() -> None:
+    a = parse(register())
+    reordered = json.dumps(dict(reversed(list(register().items()))))
+    b = parse(reordered)
+    c = parse(register(opaque=99))
+    assert a.event["record_id"] == b.event["record_id"] != c.event["record_id"]
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ('{"namesrv": "x:1", "ts": 1', "invalid_json"),
+        ("[1, 2]", "not_an_object"),
+        ("   ", "empty_line"),
+        (json.dumps({k: v for k, v in register().items() if k != "ts"}), "missing_field"),
+        (json.dumps(register(ts="1732147200123")), "wrong_type"),
+        (json.dumps(register(ts=1.5)), "wrong_type"),
+        (json.dumps(register(code="103")), "wrong_type"),
+        (json.dumps(register(kind="gossip")), "unknown_kind"),
+        (json.dumps(register(code=99999)), "unknown_code"),
+        (json.dumps(register(extFields={"brokerName": "b"})), "missing_field"),
+        (json.dumps(register(extFields={**register()["extFields"], "brokerId": "zero"})), "wrong_type"),
+        (json.dumps(register(extFields={**register()["extFields"], "brokerId": 0})), "wrong_type"),
+        (json.dumps({"namesrv": "a:1", "ts": 1, "kind": "channel", "event": "REBOOT", "conn": "c", "remote": "r:1"}), "unknown_channel_event"),
+        (json.dumps(register(body=None, body_b64="%%%not-base64")), "undecodable_body"),
+        (json.dumps(register(body={"topicConfigSerializeWrapper": {"topicConfigTable": {"t": {"perm": "6"}}}})), "undecodable_body"),
+        (json.dumps(register(body={"topicConfigSerializeWrapper": {"topicConfigTable": {"t": {"perm": 99}}}})), "quality:perm_range"),
+    ],
+)
+def test_bad_lines_get_their_reason(text: str, reason: str) -> None:
+    verdict = parse(text)
+    assert isinstance(verdict, Rejected), verdict
+    assert verdict.reason == reason, verdict.detail
+
+
+def test_invalid_utf8_is_rejected_before_parsing() -> None:
+    verdict = parser().parse(json.dumps(register()), exact=False)
+    assert isinstance(verdict, Rejected) and verdict.reason == "invalid_utf8"
+
+
+def test_crc_is_checked_against_the_raw_bytes_only() -> None:
+    raw = encode_register_body_bytes(BODY)
+    ext = {**register()["extFields"], "bodyCrc32": str(body_crc32(raw))}
+    good = parse(register(body=None, body_b64=base64.b64encode(raw).decode(), extFields=ext))
+    assert isinstance(good, Accepted) and good.new_body.body == BODY
+    bad_ext = {**ext, "bodyCrc32": str(body_crc32(raw) ^ 1)}
+    bad = parse(register(body=None, body_b64=base64.b64encode(raw).decode(), extFields=bad_ext))
+    assert isinstance(bad, Rejected) and bad.reason == "crc_mismatch"
+    json_only = parse(register(extFields=bad_ext))  # a decoded JSON body is taken as having passed
+    assert isinstance(json_only, Accepted)
+
+
+def test_compressed_body_needs_the_compressed_header() -> None:
+    raw = base64.b64encode(encode_compressed_register_body(BODY)).decode()
+    ok = parse(register(body=None, body_b64=raw, extFields={**register()["extFields"], "compressed": "true"}))
+    assert isinstance(ok, Accepted) and ok.new_body.encoding == "compressed"
+    assert ok.new_body.body.topic_configs == BODY.topic_configs
+    rejected = parse(register(body=None, body_b64=raw))
+    assert isinstance(rejected, Rejected) and rejected.reason == "undecodable_body"
+
+
+def test_every_line_with_a_bad_body_is_rejected_not_only_the_first() -> None:
+    p = parser()
+    bad = register(body={"topicConfigSerializeWrapper": {"topicConfigTable": {"t": {"perm": 99}}}})
+    assert [parse(bad, p).reason, parse({**bad, "ts": bad["ts"] + 1}, p).reason] == ["quality:perm_range"] * 2
+
+
+def test_other_kinds() -> None:
+    start = parse({"namesrv": "a:1", "ts": 1, "kind": "namesrv_start", "rocketmq_version": "5.3.3", "config": {"scanNotActiveBrokerInterval": 5000, "supportActingMaster": True, "x": "y"}})
+    assert start.event["config"] == {"scanNotActiveBrokerInterval": "5000", "supportActingMaster": "true", "x": "y"}
+    channel = parse({"namesrv": "a:1", "ts": 1, "kind": "channel", "event": "CLOSE", "conn": "c1", "remote": "10.0.0.1:5555"})
+    assert (channel.event["event"], channel.event["remote"]) == ("CLOSE", "10.0.0.1:5555")
+    response = parse({"namesrv": "a:1", "ts": 1, "kind": "response", "code": 17, "opaque": 3, "conn": "c", "remark": "No topic"})
+    assert response.event["code"] == 17 and response.event["remark"] == "No topic"
+    qdv = parse(register(code=322, body={"counter": 3, "stateVersion": 0, "timestamp": 5}))
+    assert json.loads(qdv.event["body"]) == {"counter": 3, "stateVersion": 0, "timestamp": 5} and qdv.event.get("body_id") is None

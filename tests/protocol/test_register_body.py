@@ -1,0 +1,83 @@
+"""Round trips and decoding rules of the RegisterBrokerBody codec (semantics spec §2, §8)."""
+
+import base64
+import zlib
+
+import pytest
+from hypothesis import given, strategies as st
+
+from nsreplay.protocol.register_body import (
+    BodyDecodeError,
+    DataVersion,
+    RegisterBody,
+    TopicConfig,
+    body_crc32,
+    decode_json_register_body,
+    decode_register_body,
+    encode_compressed_register_body,
+    encode_json_register_body,
+    encode_register_body_bytes,
+)
+
+topic_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789_-%|", min_size=1, max_size=20)
+configs = st.builds(
+    TopicConfig,
+    topic_name=topic_names,
+    read_queue_nums=st.integers(0, 1024),
+    write_queue_nums=st.integers(0, 1024),
+    perm=st.integers(0, 15),
+)
+bodies = st.builds(
+    RegisterBody,
+    data_version=st.builds(DataVersion, st.integers(0, 2**40), st.integers(0, 2**45), st.integers(0, 2**40)),
+    topic_configs=st.lists(configs, max_size=8, unique_by=lambda c: c.topic_name).map(tuple),
+    filter_server_list=st.lists(st.just("10.0.0.9:7777"), max_size=2).map(tuple),
+)
+
+
+@given(bodies)
+def test_json_round_trip(body: RegisterBody) -> None:
+    raw = encode_register_body_bytes(body)
+    assert decode_register_body(raw, compressed=False, version=479) == body
+
+
+@given(bodies)
+def test_compressed_round_trip_drops_sysflag_and_order(body: RegisterBody) -> None:
+    raw = encode_compressed_register_body(body, with_mappings=True)
+    assert decode_register_body(raw, compressed=True, version=479) == body
+
+
+def test_missing_fields_take_java_defaults_and_key_names_nameless_config() -> None:
+    obj = {"topicConfigSerializeWrapper": {"topicConfigTable": {"t1": {}, "k": {"topicName": "t2", "perm": 4}}}}
+    body = decode_json_register_body(obj, version=479)
+    assert body.data_version is None
+    assert body.filter_server_list == ()
+    assert body.topic_configs == (TopicConfig("t1", 16, 16, 6, 0), TopicConfig("t2", 16, 16, 4, 0))
+
+
+def test_legacy_wrapper_below_version_37() -> None:
+    body = RegisterBody(DataVersion(0, 5, 1), (TopicConfig("a", 8, 8),), (), legacy_wrapper=True)
+    obj = encode_json_register_body(body)
+    assert "topicConfigSerializeWrapper" not in obj
+    assert decode_json_register_body(obj, version=36) == body
+
+
+def test_compressed_body_sent_with_compressed_false_is_rejected() -> None:
+    raw = encode_compressed_register_body(RegisterBody(DataVersion(0, 1, 1), ()))
+    with pytest.raises(BodyDecodeError):
+        decode_register_body(raw, compressed=False, version=479)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b"[1,2]", zlib.compress(b"\x00\x00"), b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"a":{"perm":"6"}}}}'],
+)
+def test_undecodable_bodies_raise(raw: bytes) -> None:
+    with pytest.raises(BodyDecodeError):
+        decode_register_body(raw, compressed=raw.startswith(b"x"), version=479)
+
+
+def test_crc_is_masked_to_31_bits() -> None:
+    raw = base64.b64decode(base64.b64encode(b"\xff" * 100))
+    assert body_crc32(raw) == zlib.crc32(raw) & 0x7FFFFFFF
+    assert 0 <= body_crc32(raw) < 2**31
