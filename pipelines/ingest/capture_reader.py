@@ -73,18 +73,18 @@ def _raw_chunks(stream: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def _make_line(line_no: int, raw: bytes, full_len: int, keep_bytes: int, read_error: str | None) -> CaptureLine:
+def _make_line(line_no: int, raw: bytes, full_len: int, read_error: str | None) -> CaptureLine:
+    """A line of at most max_line_bytes, kept whole (exact bytes too when the text would lose them)."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
         full_len -= 1
-    kept = raw[:keep_bytes]
     try:
-        text = kept.decode("utf-8")
+        text = raw.decode("utf-8")
         exact = read_error is None
     except UnicodeDecodeError:
-        text = kept.decode("utf-8", errors="replace")
+        text = raw.decode("utf-8", errors="replace")
         exact = False
-    return CaptureLine(line_no, text, full_len, None if exact else kept, read_error)
+    return CaptureLine(line_no, text, full_len, None if exact else raw, read_error)
 
 
 def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:
@@ -111,20 +111,20 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                 if overflow:
                     yield CaptureLine(line_no, bytes(buf).decode("utf-8", "replace"), len(buf) + overflow, bytes(buf), "line_too_long")
                 else:
-                    yield _make_line(line_no, bytes(buf), len(buf), keep_bytes, None)
+                    yield _make_line(line_no, bytes(buf), len(buf), None)
                 buf.clear()
                 overflow = 0
                 start = nl + 1
     except _Truncated as exc:
         line_no += 1
-        yield _make_line(line_no, bytes(buf), len(buf) + overflow, keep_bytes, exc.reason)
+        yield _make_line(line_no, bytes(buf), len(buf) + overflow, exc.reason)
         return
     if buf or overflow:
         line_no += 1
         if overflow:
             yield CaptureLine(line_no, bytes(buf).decode("utf-8", "replace"), len(buf) + overflow, bytes(buf), "line_too_long")
         else:
-            yield _make_line(line_no, bytes(buf), len(buf), keep_bytes, None)
+            yield _make_line(line_no, bytes(buf), len(buf), None)
 
 
 def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:

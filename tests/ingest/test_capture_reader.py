@@ -69,3 +69,8 @@ def test_lines_do_not_depend_on_chunk_boundaries(monkeypatch, chunk: int) -> Non
     monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
     data = gzip.compress(b"alpha\nbeta\r\n\ngamma")
     assert [l.text for l in lines(data)] == ["alpha", "beta", "", "gamma"]
+
+
+def test_lines_under_the_limit_are_kept_whole_whatever_keep_bytes_is() -> None:
+    got = lines(b"y" * 90 + b"\n", max_line_bytes=100, keep_bytes=10)
+    assert got == [CaptureLine(1, "y" * 90, 90)]

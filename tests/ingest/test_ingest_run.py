@@ -1,0 +1,230 @@
+"""End-to-end ingest on real Spark and real Delta tables: the bad-input matrix, duplicates,
+idempotent re-ingest, reconciled counts and a table-level quality failure."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from nsreplay.config import load_settings
+from nsreplay.protocol.register_body import (
+    DataVersion,
+    RegisterBody,
+    TopicConfig,
+    body_crc32,
+    encode_compressed_register_body,
+    encode_json_register_body,
+    encode_register_body_bytes,
+)
+from nsreplay.storage import Warehouse
+from pipelines.ingest.run import IngestQualityError, run_ingest
+from schemas import ALL_TABLES
+from schemas.bronze import CAPTURES_RAW, INGEST_FILES
+from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, TOPIC_CONFIGS
+
+NS = "10.0.0.10:9876"
+T0 = 1732147200000
+BODY_A = RegisterBody(DataVersion(0, T0 - 100_000, 3), (TopicConfig("orders", 8, 8, 6, 0), TopicConfig("TBW102", 8, 8, 7, 0)), ())
+BODY_B = RegisterBody(DataVersion(2, T0 - 50_000, 9), (TopicConfig("payments", 4, 4, 6, 0),), ("10.0.0.9:7777",))
+MAX_LINE = 4096
+
+
+def settings():
+    base = load_settings()
+    return dataclasses.replace(base, ingest=dataclasses.replace(base.ingest, max_line_bytes=MAX_LINE, quarantine_keep_bytes=512))
+
+
+def header(broker: str = "broker-a", addr: str = "10.0.1.5:10911", broker_id: str = "0", **extra: str) -> dict:
+    return {"brokerName": broker, "brokerAddr": addr, "clusterName": "DefaultCluster", "haServerAddr": "10.0.1.5:10912",
+            "brokerId": broker_id, "compressed": "false", "bodyCrc32": "0", "enableActingMaster": "false", **extra}
+
+
+def request(ts: int, code: int, ext: dict, seq: int, **fields) -> dict:
+    return {"namesrv": NS, "ts": ts, "seq": seq, "kind": "request", "code": code, "version": 479, "opaque": seq,
+            "conn": "10.0.1.5:53422@1732147190000", "extFields": ext, **fields}
+
+
+def good_records() -> list[dict]:
+    raw_b = encode_register_body_bytes(BODY_B)
+    compressed = encode_compressed_register_body(BODY_A)
+    return [
+        {"namesrv": NS, "ts": T0, "seq": 0, "kind": "namesrv_start", "rocketmq_version": "5.3.3", "config": {"scanNotActiveBrokerInterval": 5000}},
+        {"namesrv": NS, "ts": T0 + 1, "seq": 1, "kind": "channel", "event": "CONNECT", "conn": "10.0.1.5:53422@1732147190000", "remote": "10.0.1.5:53422"},
+        request(T0 + 2, 103, header(), 2, body=encode_json_register_body(BODY_A)),
+        request(T0 + 3, 103, header("broker-b", "10.0.1.6:10911", bodyCrc32=str(body_crc32(raw_b))), 3, body_b64=base64.b64encode(raw_b).decode()),
+        request(T0 + 4, 103, header("broker-c", "10.0.1.7:10911", compressed="true"), 4, body_b64=base64.b64encode(compressed).decode()),
+        request(T0 + 30_002, 103, header(), 5, body=encode_json_register_body(BODY_A)),
+        request(T0 + 30_003, 904, {"brokerAddr": "10.0.1.5:10911", "clusterName": "DefaultCluster"}, 6),
+        request(T0 + 30_004, 205, {"brokerName": "broker-a"}, 7),
+        request(T0 + 30_005, 216, {"topic": "orders", "clusterName": ""}, 8),
+        request(T0 + 30_006, 105, {"topic": "orders"}, 9),
+        {"namesrv": NS, "ts": T0 + 30_006, "seq": 10, "kind": "response", "code": 17, "opaque": 9, "conn": "c", "remark": "No topic route info"},
+        request(T0 + 40_000, 104, header(), 11),
+    ]
+
+
+BAD_LINES: list[tuple[bytes, str]] = [
+    (b'{"namesrv": "10.0.0.10:9876", "ts": 1', "invalid_json"),
+    (b"[1, 2, 3]", "not_an_object"),
+    (b"", "empty_line"),
+    (json.dumps({"namesrv": NS, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "missing_field"),
+    (json.dumps({"namesrv": NS, "ts": str(T0), "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "wrong_type"),
+    (json.dumps({"namesrv": NS, "ts": T0, "kind": "telemetry"}).encode(), "unknown_kind"),
+    (json.dumps(request(T0, 99999, {}, 50)).encode(), "unknown_code"),
+    (json.dumps({"namesrv": NS, "ts": T0, "kind": "channel", "event": "REBOOT", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "unknown_channel_event"),
+    (json.dumps(request(T0, 103, header(), 51, body_b64="***")).encode(), "undecodable_body"),
+    (json.dumps(request(T0, 103, header(bodyCrc32="12345"), 52, body_b64=base64.b64encode(encode_register_body_bytes(BODY_A)).decode())).encode(), "crc_mismatch"),
+    (b'{"namesrv": "10.0.0.10:9876", "ts": 1, "kind": "\xff\xfe"}', "invalid_utf8"),
+    (json.dumps({"namesrv": "not-an-address", "ts": T0, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "quality:namesrv_address"),
+    (json.dumps(request(T0, 104, header(broker_id="-1"), 53)).encode(), "quality:broker_id_non_negative"),
+    (json.dumps(request(T0, 904, {"brokerAddr": "10.0.1.5:10911", "clusterName": "c", "pad": "x" * (MAX_LINE + 10)}, 54)).encode(), "line_too_long"),
+]
+
+
+def jsonl(records: list[dict]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory) -> tuple[Path, dict[tuple[str, int], str]]:
+    """A capture directory holding every kind of good and bad input, and the reason expected per line."""
+    root = tmp_path_factory.mktemp("matrix")
+    (root / "good.jsonl").write_bytes(jsonl(good_records()))
+    (root / "bad.jsonl").write_bytes(b"\n".join(line for line, _ in BAD_LINES) + b"\n")
+    goods = good_records()
+    # duplicates: lines 3 and 6 again in another (gzip) file, and line 2 of that file repeated in it
+    (root / "dups.jsonl.gz").write_bytes(gzip.compress(jsonl([goods[2], goods[5], goods[5]])))
+    truncated = gzip.compress(jsonl([request(T0 + 50_000 + i, 904, {"brokerAddr": "10.0.1.5:10911", "clusterName": "DefaultCluster"}, 100 + i) for i in range(400)]))
+    (root / "truncated.jsonl.gz").write_bytes(truncated[: len(truncated) * 2 // 3])
+    (root / "empty.jsonl").write_bytes(b"")
+    (root / "_manifest.json").write_text("{}")  # not a capture file: ignored
+    expected = {("bad.jsonl", i + 1): reason for i, (_, reason) in enumerate(BAD_LINES)}
+    return root, expected
+
+
+@pytest.fixture(scope="module")
+def ingested(spark, matrix, tmp_path_factory):
+    root, _ = matrix
+    warehouse = Warehouse(str(tmp_path_factory.mktemp("wh")), spark, "delta-rs")
+    result = run_ingest(spark, warehouse, settings(), str(root), "run-1")
+    return warehouse, result
+
+
+def basename_col(col: str = "source_file"):
+    return F.regexp_extract(F.col(col), r"([^/]+)$", 1)
+
+
+def test_every_table_has_its_declared_schema(ingested) -> None:
+    warehouse, _ = ingested
+    for spec in ALL_TABLES:
+        warehouse.ensure(spec)  # raises SchemaMismatchError unless the stored Delta schema is the spec's
+        read = [(f.name, f.dataType.simpleString()) for f in warehouse.read(spec).schema.fields]
+        assert read == [(f.name, f.dataType.simpleString()) for f in spec.schema.fields], spec.name
+
+
+def test_bad_lines_are_quarantined_with_their_reason_and_nothing_else_is(spark, ingested, matrix) -> None:
+    warehouse, _ = ingested
+    _, expected = matrix
+    got = warehouse.read(QUARANTINE).where(basename_col() != "truncated.jsonl.gz").select(basename_col().alias("file"), "line_no", "reason")
+    want = spark.createDataFrame([(f, n, r) for (f, n), r in expected.items()], got.schema)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_truncated_gzip_keeps_its_complete_lines_and_quarantines_the_cut_one(ingested) -> None:
+    warehouse, _ = ingested
+    events = warehouse.read(EVENTS).where(basename_col() == "truncated.jsonl.gz")
+    cut = warehouse.read(QUARANTINE).where(basename_col() == "truncated.jsonl.gz").collect()
+    assert [r.reason for r in cut] == ["truncated_gzip"]
+    n = events.count()
+    assert 0 < n < 400 and cut[0].line_no == n + 1
+    assert sorted(r.line_no for r in events.select("line_no").collect()) == list(range(1, n + 1))
+
+
+def test_duplicates_across_and_within_files_count_once(spark, ingested) -> None:
+    warehouse, result = ingested
+    good = warehouse.read(EVENTS).where(basename_col().isin("good.jsonl", "dups.jsonl.gz")).select(basename_col().alias("file"), "line_no")
+    # Of equal records the copy kept is the first by file path, then line: dups.jsonl.gz sorts first.
+    kept = [("dups.jsonl.gz", 1), ("dups.jsonl.gz", 2)] + [("good.jsonl", i) for i in range(1, len(good_records()) + 1) if i not in (3, 6)]
+    want = spark.createDataFrame(kept, good.schema)
+    assert_df_equality(good, want, ignore_row_order=True, ignore_nullable=True)
+    assert result.duplicates == 3
+
+
+def test_counts_reconcile_and_are_recorded(ingested) -> None:
+    warehouse, result = ingested
+    truncated_lines = result.lines_read - len(good_records()) - 3 - len(BAD_LINES)
+    assert result.accepted == len(good_records()) + truncated_lines - 1
+    assert result.quarantined == len(BAD_LINES) + 1
+    assert result.lines_read == result.accepted + result.duplicates + result.quarantined
+    row = warehouse.read(INGEST_RUNS).where(F.col("run_id") == "run-1").collect()
+    assert len(row) == 1 and row[0].status == "succeeded"
+    assert (row[0].lines_read, row[0].accepted, row[0].duplicates, row[0].quarantined) == (
+        result.lines_read, result.accepted, result.duplicates, result.quarantined)
+    assert warehouse.read(CAPTURES_RAW).count() == result.lines_read
+    statuses = {Path(r.source_file).name: r.status for r in warehouse.read(INGEST_FILES).collect()}
+    assert statuses == {"good.jsonl": "read", "bad.jsonl": "read", "dups.jsonl.gz": "read", "truncated.jsonl.gz": "read", "empty.jsonl": "empty"}
+    assert all(r.success for r in warehouse.read(QUALITY_RESULTS).collect())
+
+
+def test_each_distinct_register_body_is_parsed_once(spark, ingested) -> None:
+    warehouse, _ = ingested
+    got = warehouse.read(TOPIC_CONFIGS).select("encoding", "dv_counter", "topic_count", F.col("filter_server_list"))
+    want = spark.createDataFrame(
+        [("json", 3, 2, []), ("json", 9, 1, ["10.0.0.9:7777"]), ("compressed", 3, 2, [])], got.schema
+    )
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    registers = warehouse.read(EVENTS).where(F.col("code") == 103)
+    orphans = registers.join(warehouse.read(TOPIC_CONFIGS), "body_id", "left_anti").count()
+    assert orphans == 0
+
+
+def test_reingesting_the_same_files_adds_nothing(spark, ingested, matrix) -> None:
+    warehouse, _ = ingested
+    root, _ = matrix
+    before = {spec.name: warehouse.read(spec).count() for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)}
+    again = run_ingest(spark, warehouse, settings(), str(root), "run-2")
+    after = {spec.name: warehouse.read(spec).count() for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)}
+    assert after == before
+    assert (again.files_read, again.files_skipped, again.lines_read) == (0, 5, 0)
+
+
+def test_the_same_run_id_twice_commits_nothing_new(spark, ingested, matrix) -> None:
+    warehouse, _ = ingested
+    root, _ = matrix
+    versions = {spec.name: warehouse.version(spec) for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)}
+    run_ingest(spark, warehouse, settings(), str(root), "run-1")
+    assert {spec.name: warehouse.version(spec) for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)} == versions
+
+
+def test_a_copied_file_is_all_duplicates(spark, ingested, matrix, tmp_path) -> None:
+    warehouse, _ = ingested
+    root, _ = matrix
+    shutil.copy(root / "good.jsonl", tmp_path / "copy-of-good.jsonl")
+    events_before = warehouse.read(EVENTS).count()
+    result = run_ingest(spark, warehouse, settings(), str(tmp_path), "run-copy")
+    assert (result.lines_read, result.duplicates, result.accepted) == (len(good_records()), len(good_records()), 0)
+    assert warehouse.read(EVENTS).count() == events_before
+
+
+def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -> None:
+    capture = tmp_path / "junk"
+    capture.mkdir()
+    (capture / "junk.jsonl").write_bytes(b"not json\n" * 8 + jsonl(good_records()[:2]))
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    with pytest.raises(IngestQualityError) as failure:
+        run_ingest(spark, warehouse, settings(), str(capture), "run-junk")
+    assert "quarantine_ratio" in failure.value.report.text()
+    assert warehouse.read(EVENTS).count() == 0 and warehouse.read(QUARANTINE).count() == 0
+    run = warehouse.read(INGEST_RUNS).collect()
+    assert [(r.status, r.quality_passed, r.quarantined) for r in run] == [("failed_quality", False, 8)]
+    failed = warehouse.read(QUALITY_RESULTS).where(~F.col("success")).select("expectation", "column").collect()
+    assert [(r.expectation, r.column) for r in failed] == [("expect_column_values_to_be_between", "quarantine_ratio")]
+    assert warehouse.read(INGEST_FILES).count() == 0  # the files are not marked as ingested: a fixed re-run reads them
