@@ -1,0 +1,53 @@
+"""Storage: the only code in nsreplay that reads or writes tables (Delta Lake).
+
+Public API::
+
+    TableSpec(name, schema, partition_by=(), description="")     what a table is
+    CommitInfo(run_id, job, window_from=None, window_to=None, extra={})   who writes (idempotency key)
+    Warehouse(root, spark, backend="auto")                         path / exists / ensure / append /
+                                                                   overwrite / read / version / history /
+                                                                   committed / files / file_uris
+    DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
+    SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,
+    PredicateViolationError, BackendUnavailableError)
+    native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files)
+
+Backends: delta-spark where its jars are on the classpath, delta-rs (``deltalake``) elsewhere — including
+this project's CI. See :mod:`nsreplay.storage.warehouse` for the contract.
+"""
+
+from nsreplay.storage.arrow_types import UnsupportedTypeError, dataset, partition_value, to_arrow_schema
+from nsreplay.storage.errors import (
+    BackendUnavailableError,
+    ConcurrentCommitError,
+    PredicateViolationError,
+    SchemaMismatchError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from nsreplay.storage.native_backend import native_delta_available
+from nsreplay.storage.spec import CommitInfo, DataFile, TableSpec, app_transaction_id, schema_differences
+from nsreplay.storage.warehouse import BACKENDS, Warehouse
+
+__all__ = [
+    "BACKENDS",
+    "BackendUnavailableError",
+    "CommitInfo",
+    "ConcurrentCommitError",
+    "DataFile",
+    "PredicateViolationError",
+    "SchemaMismatchError",
+    "StorageError",
+    "TableNotFoundError",
+    "TableSpec",
+    "UnsupportedTypeError",
+    "VersionNotFoundError",
+    "Warehouse",
+    "app_transaction_id",
+    "dataset",
+    "native_delta_available",
+    "partition_value",
+    "schema_differences",
+    "to_arrow_schema",
+]

@@ -1,0 +1,134 @@
+"""The contract between :class:`~nsreplay.storage.Warehouse` and an engine (delta-rs or delta-spark).
+
+The warehouse does everything that is the same for both engines — argument checks, schema checks and
+column order, the NOT NULL / predicate guards, app-transaction ids, metadata, timestamp resolution — and
+hands a backend fully prepared requests. A backend only talks to its engine.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import urllib.parse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from nsreplay.storage.spec import DataFile, TableSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import types as T
+
+__all__ = ["TableLocation", "WriteRequest", "Backend"]
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """Where a table lives, spelled for each consumer.
+
+    ``uri`` is what delta-rs and pyarrow take: an absolute local path for local warehouses, the URI
+    otherwise. ``spark_uri`` is what Spark (Hadoop filesystems) takes: ``file:///...`` for local tables, so
+    a cluster whose default filesystem is HDFS still finds a local warehouse.
+    """
+
+    uri: str
+    spark_uri: str
+    is_local: bool
+
+    @classmethod
+    def of(cls, root: str, parts: tuple[str, ...]) -> "TableLocation":
+        """The location of the table with name ``parts`` below warehouse ``root`` (path or URI)."""
+        parsed = urllib.parse.urlparse(root)
+        if parsed.scheme in ("", "file"):
+            local_root = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else root
+            base = os.path.join(os.path.abspath(os.path.expanduser(local_root)), *parts)
+            return cls(uri=base, spark_uri="file://" + base, is_local=True)
+        base = root.rstrip("/") + "/" + "/".join(parts)
+        return cls(uri=base, spark_uri=base, is_local=False)
+
+    def file_uri(self, relative: str) -> str:
+        """Absolute delta-rs/pyarrow path of ``relative`` (an on-storage path below the table root)."""
+        return self.uri.rstrip("/") + "/" + relative
+
+    def spark_file_uri(self, relative: str) -> str:
+        """Absolute Spark path of ``relative`` (an on-storage path below the table root)."""
+        return self.spark_uri.rstrip("/") + "/" + relative
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One prepared write: the data is checked, ordered like the spec and guarded.
+
+    ``mode`` is ``"append"`` or ``"overwrite"``. For an overwrite, ``predicate`` is the full Spark SQL
+    predicate of the rows to replace (``None``: the whole table), ``where`` its free-form part and
+    ``partitions`` its partition part (column → allowed Delta partition strings / ``None`` for NULL); the
+    delta-rs backend prunes files with ``partitions`` and filters rows with ``where``.
+    ``user_metadata`` is the JSON stored as the commit's ``userMetadata``; ``write_id`` is unique to this
+    call and contained in it, so the committed version can be found in the history afterwards.
+    """
+
+    spec: TableSpec
+    location: TableLocation
+    df: "DataFrame"
+    mode: str
+    app_id: str
+    txn_version: int
+    user_metadata: str
+    write_id: str
+    predicate: str | None = None
+    where: str | None = None
+    partitions: Mapping[str, tuple[str | None, ...]] | None = None
+
+
+class Backend(abc.ABC):
+    """One Delta engine. Methods take prepared arguments; the warehouse validated them already."""
+
+    #: ``"delta-rs"`` or ``"delta-spark"``.
+    name: str
+    #: Whether :meth:`table_schema` reports nullability exactly as stored in the Delta log.
+    exact_nullability: bool
+
+    @abc.abstractmethod
+    def exists(self, location: TableLocation) -> bool:
+        """Whether a Delta table exists at ``location``."""
+
+    @abc.abstractmethod
+    def create(self, spec: TableSpec, location: TableLocation) -> None:
+        """Create the empty table (protocol 1/2) if absent; a no-op if it exists (whatever its schema)."""
+
+    @abc.abstractmethod
+    def table_schema(self, location: TableLocation) -> tuple["T.StructType", tuple[str, ...]]:
+        """The existing table's schema and partition columns."""
+
+    @abc.abstractmethod
+    def version(self, location: TableLocation) -> int:
+        """The latest version of the existing table."""
+
+    @abc.abstractmethod
+    def history(self, location: TableLocation, limit: int | None) -> list[dict[str, Any]]:
+        """Commits newest first, each ``{"version", "timestamp" (epoch ms), "operation", "userMetadata"}``."""
+
+    @abc.abstractmethod
+    def committed(self, location: TableLocation, app_id: str) -> bool:
+        """Whether the existing table holds a ``txn`` (or a commit) of ``app_id``."""
+
+    @abc.abstractmethod
+    def write(self, request: WriteRequest) -> int | None:
+        """Commit ``request`` as one transaction; the new version, or ``None`` if ``app_id`` was already there."""
+
+    @abc.abstractmethod
+    def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
+        """The table at ``version`` (``None``: latest) with exactly ``spec``'s columns, in spec order."""
+
+    @abc.abstractmethod
+    def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
+        """The data files of the table at ``version`` (``None``: latest)."""
+
+
+def spark_of(spark: "SparkSession | None") -> "SparkSession":
+    """``spark``, or a ``StorageError`` explaining that this operation needs a SparkSession."""
+    from nsreplay.storage.errors import StorageError
+
+    if spark is None:
+        raise StorageError("this operation needs a SparkSession; the Warehouse was created with spark=None")
+    return spark

@@ -1,0 +1,383 @@
+"""The delta-rs backend: Spark writes Parquet, delta-rs (``deltalake``) commits it.
+
+How a write works:
+
+1. Open the table at its latest version (the transaction's read snapshot). If it already holds the app
+   transaction of this (job, run_id), stop: nothing to do.
+2. Overwrite only: pick the affected files (all, or those in the given partitions); with a ``where``,
+   read them back and keep their rows for which ``where`` is not true.
+3. Spark writes the new rows (and the kept ones) as zstd Parquet, partitioned like the table, into
+   ``<table>/_staging/<uuid>/``.
+4. The driver moves each data file to the same relative path below the table root, and reads its row
+   count from the Parquet footer.
+5. One ``create_write_transaction`` commits removes of the affected files + adds of the new ones +
+   the ``txn`` action + the commit metadata, against the read snapshot: a conflicting concurrent commit
+   makes it fail (``ConcurrentCommitError``), never half-apply.
+6. The staging directory is removed (also on failure, together with moved but uncommitted files).
+
+Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/storage):
+
+* ``AddAction.path`` and ``RemoveAction.path`` take the path **as on storage** (e.g.
+  ``namesrv=10.0.0.1%3A9876/part-0.parquet``); delta-rs percent-encodes it once more into the log
+  (``%253A``). ``get_add_actions()`` returns the log form, so it is URI-decoded once before being used as
+  a storage path or a ``RemoveAction`` path. A ``RemoveAction`` whose path matches no file is accepted
+  silently, which would leave the old rows in place: hence the care.
+* ``get_add_actions()`` returns *typed* partition values (``date``, ``int``); the Delta log holds
+  strings. They are turned back into the Delta string form.
+* The ``DeltaTable`` object is not refreshed by its own ``create_write_transaction``; the committed
+  version is looked up in the history by this write's ``write_id``.
+* Conflicts (same app id, removed files) are detected against the snapshot the table was opened at.
+* ``to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` are never called: they make
+  Python abort at exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+import time
+import urllib.parse
+import uuid
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import TableNotFoundError as _DeltaTableNotFound
+from deltalake.transaction import AddAction, RemoveAction
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from nsreplay.storage.arrow_types import to_arrow_schema
+from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
+from nsreplay.storage.spec import DataFile, TableSpec, contains_timestamp, nullable_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["DeltaRsBackend", "STAGING_DIR", "HIVE_NULL"]
+
+log = logging.getLogger(__name__)
+
+#: Directory below a table root where Spark stages new data files (ignored by Delta readers: leading '_').
+STAGING_DIR = "_staging"
+#: How Spark (and Hive) name the directory of a NULL partition value.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+class DeltaRsBackend(Backend):
+    """Delta tables through delta-rs; Spark (when given) only writes and reads Parquet files.
+
+    Without a SparkSession, everything but :meth:`read` and :meth:`write` works (metadata, files, create).
+    """
+
+    name = "delta-rs"
+    exact_nullability = True
+
+    def __init__(self, spark: "SparkSession | None") -> None:
+        self._spark = spark
+
+    # -- metadata -----------------------------------------------------------------------------------
+
+    def exists(self, location: TableLocation) -> bool:
+        return DeltaTable.is_deltatable(location.uri)
+
+    def create(self, spec: TableSpec, location: TableLocation) -> None:
+        try:
+            DeltaTable.create(
+                location.uri,
+                schema=to_arrow_schema(spec.schema),
+                mode="ignore",
+                partition_by=list(spec.partition_by) or None,
+                name=spec.name,
+                description=spec.description or None,
+            )
+        except CommitFailedError:
+            # Another writer created it between our check and our commit: fine if it exists now.
+            if not self.exists(location):
+                raise
+
+    def table_schema(self, location: TableLocation) -> tuple[T.StructType, tuple[str, ...]]:
+        table = self._open(location)
+        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+        return schema, tuple(table.metadata().partition_columns)
+
+    def version(self, location: TableLocation) -> int:
+        return self._open(location).version()
+
+    def history(self, location: TableLocation, limit: int | None) -> list[dict[str, Any]]:
+        entries = self._open(location).history(limit)
+        return [
+            {
+                "version": int(e["version"]),
+                "timestamp": int(e["timestamp"]),
+                "operation": e.get("operation"),
+                "userMetadata": e.get("userMetadata"),
+            }
+            for e in entries
+        ]
+
+    def committed(self, location: TableLocation, app_id: str) -> bool:
+        return self._open(location).transaction_version(app_id) is not None
+
+    def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
+        return [
+            DataFile(path=location.file_uri(f["relative"]), size=f["size"], partition_values=f["partition_values"],
+                     num_records=f["num_records"])
+            for f in self._active_files(self._open(location, version), spec)
+        ]
+
+    # -- read ---------------------------------------------------------------------------------------
+
+    def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
+        spark = spark_of(self._spark)
+        active = self._active_files(self._open(location, version), spec)
+        return self._read_parquet(spark, spec, location, [f["relative"] for f in active])
+
+    @staticmethod
+    def _read_parquet(spark: "SparkSession", spec: TableSpec, location: TableLocation, relatives: list[str]) -> "DataFrame":
+        columns = [F.col(_quote(n)) for n in spec.column_names]
+        if not relatives:
+            return spark.createDataFrame([], nullable_schema(spec.schema))
+        return (
+            spark.read.schema(spec.schema)
+            .option("basePath", location.spark_uri)
+            .parquet(*[location.spark_file_uri(r) for r in relatives])
+            .select(*columns)
+        )
+
+    # -- write --------------------------------------------------------------------------------------
+
+    def write(self, request: WriteRequest) -> int | None:
+        spark = spark_of(self._spark)
+        spec, location = request.spec, request.location
+        table = self._open(location)  # the read snapshot of this transaction
+        read_version = table.version()
+        if table.transaction_version(request.app_id) is not None:
+            return None
+
+        removes: list[RemoveAction] = []
+        data = request.df
+        if request.mode == "overwrite":
+            affected = [f for f in self._active_files(table, spec) if _in_partitions(f["partition_values"], request.partitions)]
+            now = _now_ms()
+            removes = [
+                RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"],
+                             partition_values=dict(f["partition_values"]))
+                for f in affected
+            ]
+            if request.where is not None and affected:
+                kept = self._read_parquet(spark, spec, location, [f["relative"] for f in affected]).where(
+                    ~F.coalesce(F.expr(request.where), F.lit(False))
+                )
+                data = data.unionByName(kept)
+        elif request.mode != "append":
+            raise ValueError(f"unknown write mode {request.mode!r}")
+
+        filesystem, root = _filesystem(location)
+        staging = f"{STAGING_DIR}/{uuid.uuid4().hex}"
+        moved: list[str] = []
+        committed = False
+        try:
+            self._stage(spark, data, spec, location.spark_file_uri(staging))
+            adds, moved = _publish(filesystem, root, staging, spec)
+            try:
+                table.create_write_transaction(
+                    [*removes, *adds],
+                    mode="append",
+                    schema=to_arrow_schema(spec.schema),
+                    partition_by=list(spec.partition_by) or None,
+                    commit_properties=CommitProperties(
+                        custom_metadata={"userMetadata": request.user_metadata},
+                        app_transactions=[Transaction(request.app_id, request.txn_version)],
+                    ),
+                )
+            except CommitFailedError as exc:
+                if self.committed(location, request.app_id):
+                    log.info("table %s: run %s was committed concurrently by another writer", spec.name, request.app_id)
+                    return None
+                raise ConcurrentCommitError(
+                    f"table {spec.name!r}: a concurrent commit conflicts with this {request.mode} "
+                    f"(read at version {read_version}); nothing was committed, re-run the write. ({exc})"
+                ) from exc
+            committed = True
+        finally:
+            _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
+        return self._committed_version(location, request.write_id, read_version)
+
+    def _stage(self, spark: "SparkSession", data: "DataFrame", spec: TableSpec, target: str) -> None:
+        writer = data.write.mode("errorifexists").option("compression", "zstd")
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        settings = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"} if contains_timestamp(spec.schema) else {}
+        with _session_conf(spark, settings):
+            writer.parquet(target)
+
+    def _committed_version(self, location: TableLocation, write_id: str, read_version: int) -> int:
+        table = self._open(location)
+        for limit in (8, 64, None):
+            for entry in table.history(limit):
+                metadata = entry.get("userMetadata") or ""
+                if write_id in metadata and json.loads(metadata).get("write_id") == write_id:
+                    return int(entry["version"])
+        raise StorageError(f"committed write {write_id} not found in the history of {location.uri} (after {read_version})")
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _open(location: TableLocation, version: int | None = None) -> DeltaTable:
+        try:
+            return DeltaTable(location.uri, version=version)
+        except _DeltaTableNotFound as exc:
+            raise TableNotFoundError(f"no Delta table at {location.uri}") from exc
+        except DeltaError as exc:
+            if version is not None:
+                raise VersionNotFoundError(f"table at {location.uri} has no version {version} ({exc})") from exc
+            raise StorageError(f"cannot open the Delta table at {location.uri}: {exc}") from exc
+
+    @staticmethod
+    def _active_files(table: DeltaTable, spec: TableSpec) -> list[dict[str, Any]]:
+        actions = pa.table(table.get_add_actions(flatten=False))
+        columns = ["path", "size_bytes", "num_records"]
+        has_partitions = "partition" in actions.column_names
+        rows = actions.select(columns + (["partition"] if has_partitions else [])).to_pylist()
+        files = []
+        for row in rows:
+            typed = row.get("partition") or {}
+            files.append(
+                {
+                    # get_add_actions gives the log form (percent-encoded); storage paths are decoded once.
+                    "relative": urllib.parse.unquote(row["path"]),
+                    "size": int(row["size_bytes"]),
+                    "num_records": None if row["num_records"] is None else int(row["num_records"]),
+                    "partition_values": {c: _partition_string(typed.get(c)) for c in spec.partition_by},
+                }
+            )
+        return files
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _partition_string(value: object) -> str | None:
+    """The Delta log string of a typed partition value as ``get_add_actions`` returns it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, str)):
+        return str(value)
+    if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        return value.isoformat()
+    raise StorageError(f"unsupported partition value {value!r} ({type(value).__name__})")
+
+
+def _in_partitions(values: dict[str, str | None], partitions: Any) -> bool:
+    if not partitions:
+        return True
+    return all(values.get(column) in allowed for column, allowed in partitions.items())
+
+
+def _filesystem(location: TableLocation) -> tuple[pafs.FileSystem, str]:
+    if location.is_local:
+        return pafs.LocalFileSystem(), location.uri
+    filesystem, path = pafs.FileSystem.from_uri(location.uri)
+    return filesystem, path.rstrip("/")
+
+
+def _parse_partition_dirs(directories: list[str], spec: TableSpec, relative: str) -> dict[str, str | None]:
+    """Partition values from Spark's ``col=value`` directories (Hive escaping undone, NULL directory → None)."""
+    if len(directories) != len(spec.partition_by):
+        raise StorageError(f"staged file {relative!r} is not laid out by the partition columns {list(spec.partition_by)}")
+    values: dict[str, str | None] = {}
+    for directory, column in zip(directories, spec.partition_by):
+        key, sep, raw = directory.partition("=")
+        if not sep or urllib.parse.unquote(key) != column:
+            raise StorageError(f"staged file {relative!r}: directory {directory!r} is not for partition column {column!r}")
+        values[column] = None if raw == HIVE_NULL else urllib.parse.unquote(raw)
+    return values
+
+
+def _publish(filesystem: pafs.FileSystem, root: str, staging: str, spec: TableSpec) -> tuple[list[AddAction], list[str]]:
+    """Move the staged data files into the table root; their add actions and the moved paths."""
+    staging_root = f"{root}/{staging}"
+    infos = filesystem.get_file_info(pafs.FileSelector(staging_root, recursive=True))
+    adds: list[AddAction] = []
+    moved: list[str] = []
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.type != pafs.FileType.File:
+            continue
+        relative = info.path[len(staging_root):].lstrip("/")
+        parts = relative.split("/")
+        if parts[-1].startswith((".", "_")) or not parts[-1].endswith(".parquet"):
+            continue  # _SUCCESS, .crc checksums, committer leftovers
+        with filesystem.open_input_file(info.path) as handle:
+            num_records = pq.read_metadata(handle).num_rows
+        if num_records == 0:
+            continue  # Spark writes an empty file for an empty unpartitioned DataFrame; keep the log clean
+        partition_values = _parse_partition_dirs(parts[:-1], spec, relative)
+        target = f"{root}/{relative}"
+        if filesystem.get_file_info(target).type != pafs.FileType.NotFound:
+            raise StorageError(f"cannot publish {relative!r}: a file of that name already exists in the table")
+        if len(parts) > 1:
+            filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        filesystem.move(info.path, target)
+        moved.append(target)
+        adds.append(
+            AddAction(
+                path=relative,
+                size=int(info.size),
+                partition_values=partition_values,
+                modification_time=_now_ms(),
+                data_change=True,
+                stats=json.dumps({"numRecords": num_records}),
+            )
+        )
+    return adds, moved
+
+
+def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list[str], is_local: bool) -> None:
+    """Remove the staging directory and files moved but not committed (best effort, errors logged)."""
+    for path in orphans:
+        with contextlib.suppress(Exception):
+            filesystem.delete_file(path)
+    try:
+        if filesystem.get_file_info(f"{root}/{staging}").type != pafs.FileType.NotFound:
+            filesystem.delete_dir(f"{root}/{staging}")
+    except Exception:  # noqa: BLE001 - cleanup must not hide the real outcome
+        log.warning("could not remove staging directory %s/%s", root, staging, exc_info=True)
+    if is_local:
+        # Remove the parent only when empty (rmdir is atomic about that: a concurrent writer's staging
+        # directory keeps it alive).
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(root, STAGING_DIR))
+
+
+@contextlib.contextmanager
+def _session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[None]:
+    """Set SQL confs for the duration of a write, restoring the previous values afterwards."""
+    previous: dict[str, str | None] = {}
+    for key, value in settings.items():
+        current = spark.conf.get(key, None)
+        if current != value:
+            previous[key] = current
+            spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

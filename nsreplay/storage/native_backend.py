@@ -1,0 +1,189 @@
+"""The native backend: delta-spark (``format("delta")``) when the ``io.delta`` classes are on the classpath.
+
+Used on clusters started with the delta-spark jars (``spark-submit.sh --packages
+io.delta:delta-spark_2.13:<v>``, session extension ``io.delta.sql.DeltaSparkSessionExtension`` and catalog
+``org.apache.spark.sql.delta.catalog.DeltaCatalog``). This machine cannot download them: the backend's
+tests skip here and run where ``NSREPLAY_DELTA=spark`` is set on a machine that can fetch the jars.
+
+Mapping of the warehouse contract onto delta-spark:
+
+* create: ``DeltaTable.createIfNotExists(...).location(path)`` with the spec's columns, partitioning and
+  ``delta.minReaderVersion=1`` / ``delta.minWriterVersion=2``;
+* append / overwrite: ``df.write.format("delta")`` with ``userMetadata``, ``txnAppId`` / ``txnVersion``
+  (delta-spark itself skips a write whose app transaction is already in the table), ``replaceWhere`` for a
+  predicate overwrite and ``partitionOverwriteMode=static`` (the project's Spark defaults set *dynamic*,
+  which would turn a whole-table overwrite into a partial one);
+* read: ``spark.read.format("delta")`` with ``versionAsOf``;
+* history / version / committed: ``DeltaTable.forPath(...).history()`` (the ``userMetadata`` column holds
+  the app id and the write id);
+* files: delta-spark has no public file listing, so the (protocol 1/2) log is read with delta-rs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.errors import TableNotFoundError
+from nsreplay.storage.spec import DataFile, TableSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["NativeDeltaBackend", "native_delta_available", "DELTA_CLASS"]
+
+log = logging.getLogger(__name__)
+
+#: The class whose presence in the driver JVM means delta-spark is usable.
+DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+def native_delta_available(spark: "SparkSession | None") -> bool:
+    """Whether the driver JVM of ``spark`` can load ``io.delta.tables.DeltaTable``.
+
+    ``False`` for ``None``, for Spark Connect sessions (no driver JVM in this process) and whenever the
+    class cannot be loaded; never raises.
+    """
+    if spark is None:
+        return False
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect raises on _jvm
+        return False
+    if jvm is None:
+        return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(DELTA_CLASS, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - ClassNotFoundException arrives as a Py4J error
+        try:
+            jvm.java.lang.Class.forName(DELTA_CLASS)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+
+class NativeDeltaBackend(Backend):
+    """Delta tables through delta-spark; needs a SparkSession with the delta-spark jars."""
+
+    name = "delta-spark"
+    # Spark may report columns of a Delta relation as nullable; compare names and types only.
+    exact_nullability = False
+
+    def __init__(self, spark: "SparkSession") -> None:
+        self._spark = spark_of(spark)
+
+    @staticmethod
+    def _tables() -> Any:
+        from delta.tables import DeltaTable  # the delta-spark Python package; needs the jars at call time
+
+        return DeltaTable
+
+    def _for_path(self, location: TableLocation) -> Any:
+        if not self.exists(location):
+            raise TableNotFoundError(f"no Delta table at {location.spark_uri}")
+        return self._tables().forPath(self._spark, location.spark_uri)
+
+    # -- metadata -----------------------------------------------------------------------------------
+
+    def exists(self, location: TableLocation) -> bool:
+        return bool(self._tables().isDeltaTable(self._spark, location.spark_uri))
+
+    def create(self, spec: TableSpec, location: TableLocation) -> None:
+        builder = (
+            self._tables()
+            .createIfNotExists(self._spark)
+            .location(location.spark_uri)
+            .addColumns(spec.schema)
+            .property("delta.minReaderVersion", "1")
+            .property("delta.minWriterVersion", "2")
+        )
+        if spec.partition_by:
+            builder = builder.partitionedBy(*spec.partition_by)
+        if spec.description:
+            builder = builder.comment(spec.description)
+        builder.execute()
+
+    def table_schema(self, location: TableLocation) -> tuple[T.StructType, tuple[str, ...]]:
+        table = self._for_path(location)
+        partition_columns = table.detail().select("partitionColumns").first()[0] or []
+        return table.toDF().schema, tuple(partition_columns)
+
+    def version(self, location: TableLocation) -> int:
+        return int(self._for_path(location).history(1).select("version").first()[0])
+
+    def history(self, location: TableLocation, limit: int | None) -> list[dict[str, Any]]:
+        frame = self._for_path(location).history(limit) if limit else self._for_path(location).history()
+        rows = frame.select("version", "timestamp", "operation", "userMetadata").orderBy(F.desc("version")).collect()
+        return [
+            {
+                "version": int(r["version"]),
+                "timestamp": int(r["timestamp"].timestamp() * 1000),
+                "operation": r["operation"],
+                "userMetadata": r["userMetadata"],
+            }
+            for r in rows
+        ]
+
+    def committed(self, location: TableLocation, app_id: str) -> bool:
+        needle = json.dumps(app_id)  # as it appears inside the userMetadata JSON
+        return self._find_in_history(location, needle) is not None
+
+    def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
+        from nsreplay.storage.deltars_backend import DeltaRsBackend
+
+        return DeltaRsBackend(None).files(spec, location, version)
+
+    # -- read / write -------------------------------------------------------------------------------
+
+    def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
+        if not self.exists(location):
+            raise TableNotFoundError(f"no Delta table at {location.spark_uri}")
+        reader = self._spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", str(version))
+        frame = reader.load(location.spark_uri)
+        return frame.select(*[F.col("`" + n.replace("`", "``") + "`") for n in spec.column_names])
+
+    def write(self, request: WriteRequest) -> int | None:
+        spec, location = request.spec, request.location
+        writer = (
+            request.df.write.format("delta")
+            .mode("append" if request.mode == "append" else "overwrite")
+            .option("userMetadata", request.user_metadata)
+            .option("txnAppId", request.app_id)
+            .option("txnVersion", str(request.txn_version))
+        )
+        if request.mode == "overwrite":
+            writer = writer.option("partitionOverwriteMode", "static")
+            if request.predicate is not None:
+                writer = writer.option("replaceWhere", request.predicate)
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        writer.save(location.spark_uri)
+        # delta-spark skips silently when the txn is already there: our write id tells whether we committed.
+        version = self._find_in_history(location, request.write_id)
+        if version is None:
+            log.info("table %s: write %s skipped by delta-spark (app id %s already committed)",
+                     spec.name, request.write_id, request.app_id)
+        return version
+
+    def _find_in_history(self, location: TableLocation, needle: str) -> int | None:
+        if not self.exists(location):
+            return None
+        rows = (
+            self._for_path(location)
+            .history()
+            .where(F.col("userMetadata").contains(needle))
+            .select("version")
+            .orderBy(F.desc("version"))
+            .limit(1)
+            .collect()
+        )
+        return int(rows[0][0]) if rows else None

@@ -1,0 +1,532 @@
+"""The warehouse: every read and write of a table in this project goes through :class:`Warehouse`.
+
+A thin API over a Delta engine whose docstrings are the contract. Two engines implement it:
+delta-spark (``"delta-spark"``, when the ``io.delta`` classes are on the driver's classpath) and delta-rs
+(``"delta-rs"``: Spark writes Parquet, delta-rs commits). Tables stay at Delta protocol 1/2, so either
+engine — and any Delta reader — can read what the other wrote.
+
+Example::
+
+    wh = Warehouse("/data/warehouse", spark)              # backend "auto"
+    wh.ensure(EVENTS)                                      # create if absent, else verify the schema
+    v = wh.append(EVENTS, df, CommitInfo(run_id="2024-11-21T00", job="ingest"))
+    wh.overwrite(EVENTS, fixed, CommitInfo(run_id="r7", job="repair"),
+                 partitions={"namesrv": "10.0.0.1:9876", "date": "2024-11-21"})
+    wh.read(EVENTS, version=v)                             # time travel
+    wh.files(EVENTS)                                       # for Spark-free readers
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.errors import (
+    BackendUnavailableError,
+    PredicateViolationError,
+    SchemaMismatchError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from nsreplay.storage.native_backend import native_delta_available
+from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, CommitInfo, DataFile, TableSpec, schema_differences
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, SparkSession
+
+__all__ = ["Warehouse", "BACKENDS"]
+
+log = logging.getLogger(__name__)
+
+#: Accepted values of ``Warehouse(backend=...)``.
+BACKENDS = ("auto", "delta-rs", "delta-spark")
+
+_GUARD = "nsreplay-guard"
+_GUARD_PATTERN = re.compile(_GUARD + r"\[(?P<kind>not-null|predicate)\]: (?P<message>.*?)(?: SQLSTATE: \w+)?(?:\n|$)")
+
+
+class Warehouse:
+    """The Delta tables below one root directory (local path or URI), read and written with Spark.
+
+    ``root``: the warehouse directory; table ``a.b`` lives at ``<root>/a/b``. ``spark``: the session used
+    to read and write DataFrames; may be ``None`` for Spark-free use of the delta-rs backend (metadata,
+    ``ensure``, ``files`` — not ``read``/``append``/``overwrite``). ``backend``: ``"auto"`` (delta-spark
+    if ``io.delta.tables.DeltaTable`` loads in the driver JVM, else delta-rs), ``"delta-rs"`` or
+    ``"delta-spark"`` (``BackendUnavailableError`` if the jars are missing).
+
+    Raises ``TypeError`` / ``ValueError`` for invalid arguments.
+    """
+
+    def __init__(self, root: str, spark: "SparkSession | None", backend: str = "auto") -> None:
+        if hasattr(root, "__fspath__"):
+            root = str(root)
+        if not isinstance(root, str) or not root.strip():
+            raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.root = root
+        self._spark = spark
+        self._backend: Backend = self._make_backend(backend, spark)
+        self.backend_name: str = self._backend.name
+
+    @staticmethod
+    def _make_backend(backend: str, spark: "SparkSession | None") -> Backend:
+        from nsreplay.storage.deltars_backend import DeltaRsBackend
+        from nsreplay.storage.native_backend import NativeDeltaBackend
+
+        if backend == "delta-rs":
+            return DeltaRsBackend(spark)
+        available = native_delta_available(spark)
+        if backend == "delta-spark":
+            if not available:
+                raise BackendUnavailableError(
+                    "backend 'delta-spark' needs the delta-spark jars (io.delta classes) on the driver classpath "
+                    "and a SparkSession; start Spark with --packages io.delta:delta-spark_2.13:<version>"
+                )
+            return NativeDeltaBackend(spark)  # type: ignore[arg-type]
+        return NativeDeltaBackend(spark) if available else DeltaRsBackend(spark)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"Warehouse(root={self.root!r}, backend={self.backend_name!r})"
+
+    # -- locations & metadata -----------------------------------------------------------------------
+
+    def path(self, spec_or_name: TableSpec | str) -> str:
+        """The table's location: ``<root>/<name parts>`` (an absolute local path, or a URI).
+
+        Accepts a :class:`TableSpec` or a dotted name (validated like ``TableSpec.name``).
+        """
+        return self._location(spec_or_name).uri
+
+    def exists(self, spec: TableSpec | str) -> bool:
+        """Whether the table exists (a Delta log is at its location)."""
+        return self._backend.exists(self._location(spec))
+
+    def ensure(self, spec: TableSpec) -> None:
+        """Make sure the table exists with exactly ``spec``'s schema and partitioning.
+
+        Creates the empty table (protocol 1/2, the spec's schema, partition columns and description) if
+        absent; idempotent. If it exists, its schema must equal the spec — column names and types at every
+        depth (top-level order aside), nullability where the backend reports it exactly (delta-rs), and the
+        partition columns — else :class:`SchemaMismatchError` listing every difference.
+        """
+        location = self._location(_check_spec(spec))
+        if not self._backend.exists(location):
+            self._backend.create(spec, location)
+            log.info("created table %s at %s (%s)", spec.name, location.uri, self.backend_name)
+        schema, partition_columns = self._backend.table_schema(location)
+        differences = schema_differences(spec.schema, schema, nullability=self._backend.exact_nullability)
+        if tuple(partition_columns) != spec.partition_by:
+            differences.append(f"partitioned by {list(partition_columns)}, the spec says {list(spec.partition_by)}")
+        if differences:
+            raise SchemaMismatchError(spec.name, differences, subject=f"the existing table at {location.uri}")
+
+    def version(self, spec: TableSpec | str) -> int | None:
+        """The table's latest version, or ``None`` if the table does not exist."""
+        location = self._location(spec)
+        if not self._backend.exists(location):
+            return None
+        return self._backend.version(location)
+
+    def history(self, spec: TableSpec | str, limit: int | None = None) -> list[dict[str, Any]]:
+        """The table's commits, **newest first** (as Delta lists them), at most ``limit`` of them.
+
+        Each is a dict with ``version``, ``timestamp`` (commit time, epoch ms), ``operation`` (the engine's
+        name, e.g. ``"WRITE"``, ``"CREATE TABLE"``), and from this module's commit metadata ``run_id``,
+        ``job``, ``window_from``, ``window_to``, ``extra`` (dict), ``mode`` (``"append"``/``"overwrite"``),
+        ``predicate`` (the overwrite's SQL predicate), ``app_id``; those are ``None`` (``extra``: ``{}``)
+        for commits made by other writers. :class:`TableNotFoundError` if the table does not exist.
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+        location = self._existing(spec)
+        return [_history_entry(raw) for raw in self._backend.history(location, limit)]
+
+    def committed(self, spec: TableSpec | str, commit: CommitInfo) -> bool:
+        """Whether this (job, run_id) has already been committed to the table (``False`` if no table).
+
+        The delta-rs backend reads the table's app transactions (kept forever); the delta-spark backend
+        searches the retained history for the run's app id.
+        """
+        _check_commit(commit)
+        location = self._location(spec)
+        return self._backend.exists(location) and self._backend.committed(location, commit.app_id)
+
+    def files(self, spec: TableSpec, version: int | None = None) -> list[DataFile]:
+        """The data files of the table at ``version`` (``None``: latest), for readers without Spark.
+
+        Together with ``spec`` this is all a reader needs: see :class:`DataFile` and
+        :func:`nsreplay.storage.arrow_types.dataset`. :class:`TableNotFoundError` /
+        :class:`VersionNotFoundError` if the table or version does not exist.
+        """
+        _check_spec(spec)
+        _check_version(version)
+        return self._backend.files(spec, self._existing(spec), version)
+
+    def file_uris(self, spec: TableSpec, version: int | None = None) -> list[str]:
+        """The absolute paths of :meth:`files` (as on storage; local paths for a local warehouse)."""
+        return [f.path for f in self.files(spec, version)]
+
+    # -- read ---------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        spec: TableSpec,
+        *,
+        version: int | None = None,
+        timestamp: int | str | _dt.datetime | None = None,
+    ) -> DataFrame:
+        """The table as a DataFrame: latest, or as of ``version`` or ``timestamp`` (not both).
+
+        ``timestamp`` is epoch milliseconds, an ISO-8601 string or a ``datetime`` (naive means UTC); it
+        selects the latest version committed at or before that instant, using the commit timestamps that
+        :meth:`history` shows. The DataFrame has exactly ``spec.schema``'s columns and types, in spec order,
+        partition columns included; an empty table gives an empty DataFrame with those columns. Columns
+        come back nullable as Spark's file sources report them (compare with ``ignore_nullable``).
+
+        :class:`TableNotFoundError` if there is no table; :class:`VersionNotFoundError` if the version does
+        not exist or the timestamp precedes the table's first retained commit.
+        """
+        _check_spec(spec)
+        spark_of(self._spark)
+        _check_version(version)
+        if version is not None and timestamp is not None:
+            raise ValueError("give version or timestamp, not both")
+        location = self._existing(spec)
+        if timestamp is not None:
+            version = self._version_at(spec, location, _timestamp_ms(timestamp))
+        elif version is not None:
+            latest = self._backend.version(location)
+            if version > latest:
+                raise VersionNotFoundError(f"table {spec.name!r} has no version {version} (latest is {latest})")
+        return self._backend.read(spec, location, version)
+
+    def _version_at(self, spec: TableSpec, location: TableLocation, timestamp_ms: int) -> int:
+        commits = self._backend.history(location, None)
+        eligible = [c["version"] for c in commits if c["timestamp"] <= timestamp_ms]
+        if not eligible:
+            first = min((c["timestamp"] for c in commits), default=None)
+            raise VersionNotFoundError(
+                f"table {spec.name!r} has no version at or before {_iso(timestamp_ms)} "
+                f"(first retained commit: {_iso(first) if first is not None else 'none'})"
+            )
+        return max(eligible)
+
+    # -- write --------------------------------------------------------------------------------------
+
+    def append(self, spec: TableSpec, df: DataFrame, commit: CommitInfo) -> int | None:
+        """Append ``df``'s rows to the table in one commit; the new version, or ``None`` if skipped.
+
+        ``df`` must have the spec's columns (any order; names and types must match exactly, at every
+        depth) — else :class:`SchemaMismatchError` listing every difference, raised before anything is
+        written. Columns are reordered to the spec. NOT NULL columns (top level and inside structs) are
+        checked on the data while writing: a NULL there raises :class:`SchemaMismatchError` and nothing is
+        committed. The table is created first if absent (:meth:`ensure`).
+
+        Idempotent per (``commit.job``, ``commit.run_id``): if the table already holds this run's app
+        transaction, nothing is written and ``None`` is returned. The commit metadata carries ``commit``.
+        :class:`ConcurrentCommitError` if a concurrent commit conflicts (nothing committed).
+        """
+        return self._write(spec, df, commit, mode="append", where=None, partitions=None)
+
+    def overwrite(
+        self,
+        spec: TableSpec,
+        df: DataFrame,
+        commit: CommitInfo,
+        *,
+        where: str | None = None,
+        partitions: Mapping[str, str | None | Sequence[str | None]] | None = None,
+    ) -> int | None:
+        """Atomically replace the rows selected by ``where`` and/or ``partitions`` with ``df``'s rows.
+
+        ``where`` is a Spark SQL predicate over the spec's columns (rows for which it is *true* are
+        replaced; false or NULL rows stay). ``partitions`` maps partition columns to a value or a list of
+        values, in Delta's string form (``'2024-11-21'``, ``'42'``, ``'true'``, ``None`` for NULL): rows
+        whose partition values are among them are replaced. Both together: rows satisfying both. Neither:
+        the whole table is replaced. Every row of ``df`` must satisfy the combined predicate, else
+        :class:`PredicateViolationError` and nothing is committed.
+
+        One commit removes the replaced data and adds the new; readers see the old or the new table,
+        never a mix. With the delta-rs backend, files selected by ``partitions`` (all files if none) are
+        rewritten when ``where`` is given, so give ``partitions`` too when the slice lies in known
+        partitions. Schema checks, NOT NULL checks, table creation, idempotency, return value and
+        concurrency are as for :meth:`append`.
+        """
+        if where is not None and (not isinstance(where, str) or not where.strip()):
+            raise ValueError(f"where must be a non-empty Spark SQL predicate or None, got {where!r}")
+        normalized = _normalize_partitions(_check_spec(spec), partitions)
+        return self._write(spec, df, commit, mode="overwrite", where=where, partitions=normalized)
+
+    def _write(
+        self,
+        spec: TableSpec,
+        df: DataFrame,
+        commit: CommitInfo,
+        *,
+        mode: str,
+        where: str | None,
+        partitions: dict[str, tuple[str | None, ...]] | None,
+    ) -> int | None:
+        _check_spec(spec)
+        _check_commit(commit)
+        if not isinstance(df, DataFrame):
+            raise TypeError(f"df must be a pyspark DataFrame, got {type(df).__name__}")
+        spark = spark_of(self._spark)
+        differences = schema_differences(spec.schema, df.schema)
+        if differences:
+            raise SchemaMismatchError(spec.name, differences)
+        predicate = _combine(_partition_predicate(partitions) if partitions else None, where)
+        if predicate is not None:
+            _check_predicate(spark, spec, predicate)
+        location = self._location(spec)
+        self.ensure(spec)
+        if self._backend.committed(location, commit.app_id):
+            log.info("table %s: run %r of job %r already committed; skipping", spec.name, commit.run_id, commit.job)
+            return None
+        ordered = df.select(*[F.col(_quote(n)) for n in spec.column_names])
+        write_id = uuid.uuid4().hex
+        metadata = commit.to_metadata()
+        metadata.update({"mode": mode, "predicate": predicate, "write_id": write_id})
+        request = WriteRequest(
+            spec=spec,
+            location=location,
+            df=_guarded(spec, ordered, predicate),
+            mode=mode,
+            app_id=commit.app_id,
+            txn_version=TXN_VERSION,
+            user_metadata=json.dumps(metadata, sort_keys=True, separators=(",", ":")),
+            write_id=write_id,
+            predicate=predicate,
+            where=where,
+            partitions=partitions,
+        )
+        try:
+            version = self._backend.write(request)
+        except (StorageError, SchemaMismatchError, TableNotFoundError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - engine errors: translate guards, wrap the rest
+            guard = _GUARD_PATTERN.search(str(exc))
+            if guard and guard.group("kind") == "not-null":
+                raise SchemaMismatchError(spec.name, [guard.group("message")]) from None
+            if guard:
+                raise PredicateViolationError(guard.group("message")) from None
+            raise StorageError(f"{mode} to table {spec.name!r} failed: {exc}") from exc
+        if version is None:
+            log.info("table %s: run %r of job %r was already committed; skipped", spec.name, commit.run_id, commit.job)
+        else:
+            log.info("table %s: %s committed version %d (run %r, job %r)", spec.name, mode, version, commit.run_id, commit.job)
+        return version
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _location(self, spec_or_name: TableSpec | str) -> TableLocation:
+        if isinstance(spec_or_name, TableSpec):
+            parts = spec_or_name.path_parts
+        elif isinstance(spec_or_name, str):
+            parts = _check_name(spec_or_name)
+        else:
+            raise TypeError(f"expected a TableSpec or a dotted table name, got {type(spec_or_name).__name__}")
+        return TableLocation.of(self.root, parts)
+
+    def _existing(self, spec: TableSpec | str) -> TableLocation:
+        location = self._location(spec)
+        if not self._backend.exists(location):
+            name = spec.name if isinstance(spec, TableSpec) else spec
+            raise TableNotFoundError(f"table {name!r} does not exist (no Delta table at {location.uri})")
+        return location
+
+
+# -- argument checks ---------------------------------------------------------------------------------
+
+
+def _check_spec(spec: object) -> TableSpec:
+    if not isinstance(spec, TableSpec):
+        raise TypeError(f"expected a TableSpec, got {type(spec).__name__}")
+    return spec
+
+
+def _check_commit(commit: object) -> CommitInfo:
+    if not isinstance(commit, CommitInfo):
+        raise TypeError(f"expected a CommitInfo, got {type(commit).__name__}")
+    return commit
+
+
+def _check_name(name: str) -> tuple[str, ...]:
+    parts = tuple(name.split("."))
+    if not name or not all(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", p) for p in parts):
+        raise ValueError(f"invalid table name {name!r}: expected dotted identifiers like 'silver.events'")
+    return parts
+
+
+def _check_version(version: object) -> None:
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise ValueError(f"version must be a non-negative int or None, got {version!r}")
+
+
+def _timestamp_ms(timestamp: object) -> int:
+    """Epoch ms of an int (ms), ISO-8601 string or datetime; naive values are UTC."""
+    if isinstance(timestamp, bool):
+        raise TypeError("timestamp must be epoch ms, an ISO-8601 string or a datetime, not a bool")
+    if isinstance(timestamp, int):
+        return timestamp
+    if isinstance(timestamp, str):
+        text = timestamp.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            timestamp = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"timestamp {timestamp!r} is not ISO-8601") from None
+    if isinstance(timestamp, _dt.datetime):
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
+        return int(timestamp.timestamp() * 1000)
+    raise TypeError(f"timestamp must be epoch ms, an ISO-8601 string or a datetime, got {type(timestamp).__name__}")
+
+
+def _iso(timestamp_ms: int) -> str:
+    return _dt.datetime.fromtimestamp(timestamp_ms / 1000, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _normalize_partitions(
+    spec: TableSpec, partitions: Mapping[str, str | None | Sequence[str | None]] | None
+) -> dict[str, tuple[str | None, ...]] | None:
+    if partitions is None:
+        return None
+    if not isinstance(partitions, Mapping) or not partitions:
+        raise ValueError("partitions must be a non-empty mapping of partition column to value(s), or None")
+    normalized: dict[str, tuple[str | None, ...]] = {}
+    for column, values in partitions.items():
+        if column not in spec.partition_by:
+            raise ValueError(f"{column!r} is not a partition column of {spec.name!r} (those are {list(spec.partition_by)})")
+        items = tuple(values) if isinstance(values, (list, tuple, set, frozenset)) else (values,)
+        if not items:
+            raise ValueError(f"partitions[{column!r}] is empty")
+        for item in items:
+            if item is not None and not isinstance(item, str):
+                raise TypeError(
+                    f"partitions[{column!r}] values must be Delta partition strings (e.g. '2024-11-21', '42') "
+                    f"or None, got {item!r}"
+                )
+        normalized[column] = tuple(dict.fromkeys(items))
+    return normalized
+
+
+# -- predicates and guards ---------------------------------------------------------------------------
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _partition_predicate(partitions: Mapping[str, tuple[str | None, ...]]) -> str:
+    """Spark SQL selecting rows whose partition values (in Delta's string form) are in ``partitions``."""
+    conjuncts = []
+    for column, values in partitions.items():
+        terms = []
+        strings = [v for v in values if v is not None]
+        if strings:
+            terms.append(f"CAST({_quote(column)} AS STRING) IN ({', '.join(_sql_string(v) for v in strings)})")
+        if None in values:
+            terms.append(f"{_quote(column)} IS NULL")
+        conjuncts.append("(" + " OR ".join(terms) + ")")
+    return " AND ".join(conjuncts)
+
+
+def _combine(partition_predicate: str | None, where: str | None) -> str | None:
+    if partition_predicate and where:
+        return f"({partition_predicate}) AND ({where})"
+    return partition_predicate or (f"({where})" if where else None)
+
+
+def _check_predicate(spark: "SparkSession", spec: TableSpec, predicate: str) -> None:
+    """Parse and resolve ``predicate`` against the spec's columns (no Spark job runs)."""
+    try:
+        spark.createDataFrame([], spec.schema).where(F.expr(predicate)).schema  # noqa: B018 - forces analysis
+    except Exception as exc:  # noqa: BLE001 - parse / analysis errors of the user's predicate
+        raise ValueError(f"invalid overwrite predicate for table {spec.name!r}: {predicate} ({exc})") from None
+
+
+def _not_null_checks(spec: TableSpec) -> list[tuple["Column", str]]:
+    """(violation condition, path) for every NOT NULL field reachable through structs only."""
+    checks: list[tuple[Column, str]] = []
+
+    def visit(struct: T.StructType, parent: "Column | None", prefix: str) -> None:
+        for f in struct.fields:
+            column = F.col(_quote(f.name)) if parent is None else parent.getField(f.name)
+            path = prefix + f.name
+            if not f.nullable:
+                condition = column.isNull() if parent is None else (parent.isNotNull() & column.isNull())
+                checks.append((condition, path))
+            if isinstance(f.dataType, T.StructType):
+                visit(f.dataType, column, path + ".")
+
+    visit(spec.schema, None, "")
+    return checks
+
+
+def _guarded(spec: TableSpec, df: DataFrame, predicate: str | None) -> DataFrame:
+    """``df`` with a row-level check that fails the write on NULLs in NOT NULL fields or rows outside
+    ``predicate``. Evaluated in the same pass as the write (no extra Spark job), wrapped around the first
+    column; the raised message carries a marker that :meth:`Warehouse._write` turns into a named error."""
+    cases: list[tuple[Column, str]] = [
+        (condition, f"{_GUARD}[not-null]: column {path!r} is NOT NULL in the spec but the DataFrame has a NULL there")
+        for condition, path in _not_null_checks(spec)
+    ]
+    if predicate is not None:
+        cases.append(
+            (
+                ~F.coalesce(F.expr(predicate), F.lit(False)),
+                f"{_GUARD}[predicate]: the DataFrame has rows outside the overwrite predicate of table "
+                f"{spec.name!r}: {predicate}",
+            )
+        )
+    if not cases:
+        return df
+    first = spec.column_names[0]
+    expression = None
+    for condition, message in cases:
+        raised = F.raise_error(F.lit(message))
+        expression = F.when(condition, raised) if expression is None else expression.when(condition, raised)
+    guarded_first = expression.otherwise(F.col(_quote(first))).alias(first)  # type: ignore[union-attr]
+    return df.select(guarded_first, *[F.col(_quote(n)) for n in spec.column_names[1:]])
+
+
+def _history_entry(raw: Mapping[str, Any]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    text = raw.get("userMetadata")
+    if text:
+        try:
+            parsed = json.loads(text)
+        except (TypeError, ValueError):
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get(METADATA_MARKER) == 1:
+            metadata = parsed
+    return {
+        "version": raw["version"],
+        "timestamp": raw["timestamp"],
+        "operation": raw.get("operation"),
+        "run_id": metadata.get("run_id"),
+        "job": metadata.get("job"),
+        "window_from": metadata.get("window_from"),
+        "window_to": metadata.get("window_to"),
+        "extra": dict(metadata.get("extra") or {}),
+        "mode": metadata.get("mode"),
+        "predicate": metadata.get("predicate"),
+        "app_id": metadata.get("app_id"),
+    }

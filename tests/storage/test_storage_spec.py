@@ -1,0 +1,246 @@
+"""TableSpec / CommitInfo / schema comparison / Arrow mapping: pure Python, no SparkSession."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import types as T
+
+from nsreplay.storage import CommitInfo, TableSpec, app_transaction_id, schema_differences, to_arrow_schema
+from nsreplay.storage.arrow_types import UnsupportedTypeError, partition_value, to_arrow_type
+from nsreplay.storage.spec import nullable_schema
+
+
+def schema(*fields: T.StructField) -> T.StructType:
+    return T.StructType(list(fields))
+
+
+def f(name: str, data_type: T.DataType, nullable: bool = True) -> T.StructField:
+    return T.StructField(name, data_type, nullable)
+
+
+ALL_TYPES = schema(
+    f("b", T.BooleanType(), False),
+    f("i8", T.ByteType()),
+    f("i16", T.ShortType()),
+    f("i32", T.IntegerType()),
+    f("i64", T.LongType(), False),
+    f("f32", T.FloatType()),
+    f("f64", T.DoubleType()),
+    f("dec", T.DecimalType(12, 3)),
+    f("s", T.StringType()),
+    f("bin", T.BinaryType()),
+    f("d", T.DateType()),
+    f("ts", T.TimestampType()),
+    f("arr", T.ArrayType(T.StringType(), containsNull=False)),
+    f("m", T.MapType(T.StringType(), T.LongType(), valueContainsNull=True)),
+    f("st", T.StructType([f("x", T.IntegerType(), False), f("y", T.ArrayType(T.LongType()))])),
+    f("p", T.StringType()),
+)
+
+
+# -- TableSpec ----------------------------------------------------------------------------------------
+
+
+def test_table_spec_accepts_valid_spec_and_normalizes_partition_by() -> None:
+    spec = TableSpec("silver.events", ALL_TYPES, partition_by=["p", "d"], description="all types")  # type: ignore[arg-type]
+    assert spec.partition_by == ("p", "d")
+    assert spec.path_parts == ("silver", "events")
+    assert spec.column_names[0] == "b"
+    assert "p" not in spec.data_columns and "i64" in spec.data_columns
+    assert hash(spec) == hash(TableSpec("silver.events", ALL_TYPES, ("p", "d"), "all types"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"name": "silver events"}, ValueError, "invalid table name"),
+        ({"name": "silver..events"}, ValueError, "invalid table name"),
+        ({"name": "1silver.events"}, ValueError, "invalid table name"),
+        ({"schema": "a int"}, TypeError, "StructType"),
+        ({"schema": schema()}, ValueError, "no columns"),
+        ({"partition_by": ("nope",)}, ValueError, "not a column"),
+        ({"partition_by": "p"}, TypeError, "not a str"),
+        ({"partition_by": ("st",)}, ValueError, "must be string, boolean, integral or date"),
+        ({"partition_by": ("ts",)}, ValueError, "must be string, boolean, integral or date"),
+        ({"partition_by": ("p", "p")}, ValueError, "duplicate partition columns"),
+        ({"schema": schema(f("a", T.LongType()), f("A", T.LongType()))}, ValueError, "differ only in case"),
+        ({"schema": schema(f("a b", T.LongType()))}, ValueError, "invalid column name"),
+        ({"schema": schema(f("s", T.StructType([f("x=1", T.LongType())])))}, ValueError, "invalid column name"),
+        ({"schema": schema(f("t", T.TimestampNTZType()))}, ValueError, "timestamp_ntz"),
+        ({"schema": schema(f("c", T.CharType(3)))}, ValueError, "not supported"),
+        ({"schema": schema(f("n", T.NullType()))}, ValueError, "no supported"),
+    ],
+)
+def test_table_spec_rejects_invalid_specs(kwargs: dict, error: type, fragment: str) -> None:
+    args = {"name": "silver.events", "schema": ALL_TYPES, "partition_by": ()} | kwargs
+    with pytest.raises(error, match=fragment):
+        TableSpec(**args)
+
+
+def test_table_spec_needs_a_data_column() -> None:
+    with pytest.raises(ValueError, match="at least one data column"):
+        TableSpec("a.b", schema(f("p", T.StringType())), partition_by=("p",))
+
+
+# -- CommitInfo ---------------------------------------------------------------------------------------
+
+
+def test_commit_info_app_id_is_stable_and_distinguishes_runs_and_jobs() -> None:
+    commit = CommitInfo(run_id="r1", job="ingest", window_from=1, window_to=2, extra={"k": "v"})
+    assert commit.app_id == app_transaction_id("ingest", "r1")
+    assert commit.app_id == CommitInfo(run_id="r1", job="ingest").app_id  # window / extra are not part of it
+    assert commit.app_id.startswith("nsreplay:ingest:")
+    assert len({commit.app_id, app_transaction_id("ingest", "r2"), app_transaction_id("replay", "r1")}) == 3
+    # Pairs that would collide under naive concatenation do not.
+    assert app_transaction_id("a:b", "c") != app_transaction_id("a", "b:c")
+
+
+def test_commit_info_metadata_and_immutability() -> None:
+    extra = {"source": "captures/2024-11-21"}
+    commit = CommitInfo(run_id="r1", job="ingest", window_from=10, window_to=20, extra=extra)
+    extra["source"] = "changed"
+    assert commit.extra == {"source": "captures/2024-11-21"}
+    with pytest.raises(TypeError):
+        commit.extra["x"] = "y"  # type: ignore[index]
+    assert commit.to_metadata() == {
+        "nsreplay": 1,
+        "run_id": "r1",
+        "job": "ingest",
+        "window_from": 10,
+        "window_to": 20,
+        "extra": {"source": "captures/2024-11-21"},
+        "app_id": commit.app_id,
+    }
+    assert hash(commit) == hash(CommitInfo(run_id="r1", job="ingest", window_from=10, window_to=20, extra=dict(commit.extra)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"run_id": ""}, ValueError),
+        ({"job": "  "}, ValueError),
+        ({"run_id": 5}, ValueError),
+        ({"window_from": 5, "window_to": 4}, ValueError),
+        ({"window_from": 1.5}, TypeError),
+        ({"window_to": True}, TypeError),
+        ({"extra": {"a": 1}}, TypeError),
+        ({"extra": [("a", "b")]}, TypeError),
+    ],
+)
+def test_commit_info_rejects_invalid_values(kwargs: dict, error: type) -> None:
+    with pytest.raises(error):
+        CommitInfo(**({"run_id": "r1", "job": "ingest"} | kwargs))
+
+
+# -- schema comparison --------------------------------------------------------------------------------
+
+
+def test_schema_differences_lists_every_difference() -> None:
+    expected = schema(
+        f("id", T.LongType(), False),
+        f("code", T.IntegerType()),
+        f("meta", T.StructType([f("kind", T.StringType()), f("tags", T.MapType(T.StringType(), T.StringType()))])),
+        f("gone", T.StringType()),
+        f("Name", T.StringType()),
+    )
+    actual = schema(
+        f("code", T.StringType()),
+        f("id", T.LongType(), True),  # nullability alone is not a difference by default
+        f("meta", T.StructType([f("kind", T.IntegerType()), f("tags", T.MapType(T.StringType(), T.LongType()))])),
+        f("name", T.StringType()),
+        f("surplus", T.DoubleType()),
+    )
+    assert schema_differences(expected, actual) == [
+        "missing column 'gone' (string)",
+        "missing column 'Name' (string) (found 'name': names are case-sensitive)",
+        "extra column 'surplus' (double)",
+        "column 'code': expected int, got string",
+        "column 'meta.kind': expected string, got int",
+        "column 'meta.tags{value}': expected string, got bigint",
+    ]
+
+
+def test_schema_differences_nested_order_arrays_and_nullability() -> None:
+    expected = schema(
+        f("s", T.StructType([f("a", T.LongType()), f("b", T.LongType())])),
+        f("xs", T.ArrayType(T.StructType([f("v", T.LongType(), False)]), containsNull=False)),
+        f("n", T.LongType(), False),
+    )
+    actual = schema(
+        f("s", T.StructType([f("b", T.LongType()), f("a", T.LongType()), f("c", T.LongType())])),
+        f("xs", T.ArrayType(T.StructType([f("v", T.IntegerType(), True)]), containsNull=True)),
+        f("n", T.LongType(), True),
+    )
+    assert schema_differences(expected, actual) == [
+        "extra field s.c (bigint)",
+        "column 's': struct fields in a different order (expected ['a', 'b'], got ['b', 'a'])",
+        "column 'xs[].v': expected bigint, got int",
+    ]
+    assert schema_differences(expected, actual, nullability=True) == [
+        "extra field s.c (bigint)",
+        "column 's': struct fields in a different order (expected ['a', 'b'], got ['b', 'a'])",
+        "column 'xs': expected containsNull=False, got True",
+        "column 'xs[].v': expected NOT NULL, got nullable",
+        "column 'xs[].v': expected bigint, got int",
+        "column 'n': expected NOT NULL, got nullable",
+    ]
+    assert schema_differences(expected, expected, nullability=True) == []
+    assert schema_differences(expected, nullable_schema(expected)) == []
+
+
+def test_schema_differences_reports_decimal_precision_and_duplicates() -> None:
+    expected = schema(f("d", T.DecimalType(10, 2)))
+    assert schema_differences(expected, schema(f("d", T.DecimalType(10, 3)))) == [
+        "column 'd': expected decimal(10,2), got decimal(10,3)"
+    ]
+    assert schema_differences(expected, schema(f("d", T.DecimalType(10, 2)), f("d", T.DecimalType(10, 2)))) == [
+        "duplicate column 'd'"
+    ]
+
+
+# -- Arrow mapping ------------------------------------------------------------------------------------
+
+
+def test_arrow_schema_mapping() -> None:
+    arrow = to_arrow_schema(ALL_TYPES)
+    assert arrow.field("b").nullable is False
+    assert arrow.field("i8").type == pa.int8()
+    assert arrow.field("dec").type == pa.decimal128(12, 3)
+    assert arrow.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert arrow.field("d").type == pa.date32()
+    assert arrow.field("arr").type == pa.list_(pa.field("element", pa.string(), nullable=False))
+    assert arrow.field("m").type == pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=True))
+    assert arrow.field("st").type.field("x").nullable is False
+    with pytest.raises(UnsupportedTypeError):
+        to_arrow_type(T.DayTimeIntervalType())
+    with pytest.raises(UnsupportedTypeError):
+        to_arrow_type(T.StringType("UTF8_LCASE"))
+
+
+def test_arrow_schema_round_trips_through_a_delta_rs_table_at_protocol_1_2(tmp_path) -> None:
+    """Spark schema → Arrow → delta-rs table → Delta schema JSON → Spark schema is the identity."""
+    table = DeltaTable.create(str(tmp_path / "t"), schema=to_arrow_schema(ALL_TYPES), partition_by=["p"], mode="ignore")
+    assert T.StructType.fromJson(json.loads(table.schema().to_json())) == ALL_TYPES
+    protocol = table.protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+    assert not protocol.reader_features and not protocol.writer_features
+
+
+@pytest.mark.parametrize(
+    ("text", "data_type", "value"),
+    [
+        ("10.0.0.1:9876", T.StringType(), "10.0.0.1:9876"),
+        ("007", T.StringType(), "007"),
+        ("42", T.IntegerType(), 42),
+        ("-1", T.LongType(), -1),
+        ("true", T.BooleanType(), True),
+        ("2024-11-21", T.DateType(), __import__("datetime").date(2024, 11, 21)),
+        (None, T.DateType(), None),
+    ],
+)
+def test_partition_value_parses_delta_strings(text, data_type, value) -> None:
+    assert partition_value(text, data_type) == value

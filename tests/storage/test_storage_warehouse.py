@@ -1,0 +1,596 @@
+"""The Warehouse on the delta-rs backend (what runs here and in CI), with real Delta tables on disk."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from nsreplay.storage.spec import nullable_schema
+from nsreplay.storage import (
+    BackendUnavailableError,
+    CommitInfo,
+    ConcurrentCommitError,
+    DataFile,
+    PredicateViolationError,
+    SchemaMismatchError,
+    StorageError,
+    TableNotFoundError,
+    TableSpec,
+    VersionNotFoundError,
+    Warehouse,
+    dataset,
+    native_delta_available,
+)
+
+D1 = dt.date(2024, 11, 21)
+D2 = dt.date(2024, 11, 22)
+
+EVENTS = TableSpec(
+    name="silver.events",
+    schema=T.StructType(
+        [
+            T.StructField("namesrv", T.StringType(), False),
+            T.StructField("date", T.DateType(), True),
+            T.StructField("ts", T.LongType(), False),
+            T.StructField("code", T.IntegerType(), True),
+            T.StructField("body", T.StringType(), True),
+        ]
+    ),
+    partition_by=("namesrv", "date"),
+    description="test events",
+)
+
+NESTED = TableSpec(
+    name="gold.routes",
+    schema=T.StructType(
+        [
+            T.StructField("topic", T.StringType(), False),
+            T.StructField(
+                "route",
+                T.StructType(
+                    [
+                        T.StructField("broker", T.StringType(), False),
+                        T.StructField("queues", T.ArrayType(T.IntegerType()), True),
+                    ]
+                ),
+                True,
+            ),
+            T.StructField("attrs", T.MapType(T.StringType(), T.StringType()), True),
+            T.StructField("valid_from", T.TimestampType(), True),
+        ]
+    ),
+)
+
+ROWS = [
+    ("10.0.0.1:9876", D1, 1, 105, "a"),
+    ("10.0.0.1:9876", D1, 2, 103, "b"),
+    ("10.0.0.1:9876", D2, 3, 105, "c"),
+    ("50%", D1, 4, 105, None),
+    ("a/b=c", D2, 5, 104, "e"),
+    ("007", None, 6, 105, "f"),
+]
+
+
+def events(spark: SparkSession, rows: list[tuple]) -> DataFrame:
+    return spark.createDataFrame(rows, EVENTS.schema)
+
+
+def assert_same(actual: DataFrame, expected: DataFrame) -> None:
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def commit(run_id: str, job: str = "ingest", **kwargs) -> CommitInfo:
+    return CommitInfo(run_id=run_id, job=job, **kwargs)
+
+
+def stored_files(root: str) -> set[str]:
+    """Every file below a table root, relative; the Delta log aside. Also checks that no staging is left."""
+    assert not os.path.exists(os.path.join(root, "_staging")), "staging directory left behind"
+    found = set()
+    for directory, _, names in os.walk(root):
+        for name in names:
+            relative = os.path.relpath(os.path.join(directory, name), root)
+            if not relative.startswith("_delta_log"):
+                found.add(relative)
+    return found
+
+
+def relative_files(wh: Warehouse, version: int) -> set[str]:
+    return {os.path.relpath(path, wh.path(EVENTS)) for path in wh.file_uris(EVENTS, version)}
+
+
+@pytest.fixture
+def wh(spark: SparkSession, warehouse_root: str) -> Warehouse:
+    warehouse = Warehouse(warehouse_root, spark, backend="delta-rs")
+    assert warehouse.backend_name == "delta-rs"
+    return warehouse
+
+
+# -- backend selection, create / ensure -------------------------------------------------------------
+
+
+def test_auto_selects_delta_rs_without_delta_jars_and_delta_spark_is_refused(spark, warehouse_root) -> None:
+    if native_delta_available(spark):
+        pytest.skip("delta-spark jars are on the classpath: auto selects the native backend")
+    assert Warehouse(warehouse_root, spark).backend_name == "delta-rs"
+    with pytest.raises(BackendUnavailableError, match="delta-spark jars"):
+        Warehouse(warehouse_root, spark, backend="delta-spark")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        Warehouse(warehouse_root, spark, backend="parquet")
+
+
+def test_ensure_creates_the_table_once_with_the_explicit_schema(wh: Warehouse, spark) -> None:
+    assert not wh.exists(EVENTS) and wh.version(EVENTS) is None
+    wh.ensure(EVENTS)
+    wh.ensure(EVENTS)
+    assert wh.path(EVENTS) == wh.path("silver.events") == os.path.join(wh.root, "silver", "events")
+    assert wh.exists(EVENTS) and wh.version(EVENTS) == 0
+    table = DeltaTable(wh.path(EVENTS))
+    assert T.StructType.fromJson(json.loads(table.schema().to_json())) == EVENTS.schema
+    assert table.metadata().partition_columns == ["namesrv", "date"]
+    assert table.metadata().description == "test events"
+    assert (table.protocol().min_reader_version, table.protocol().min_writer_version) == (1, 2)
+    assert [h["operation"] for h in wh.history(EVENTS)] == ["CREATE TABLE"]
+
+
+def test_read_of_an_empty_table_is_an_empty_dataframe_with_the_schema(wh: Warehouse, spark) -> None:
+    wh.ensure(EVENTS)
+    assert_same(wh.read(EVENTS), events(spark, []))
+    assert wh.files(EVENTS) == []
+
+
+def test_ensure_on_an_existing_table_with_another_schema_lists_every_difference(wh: Warehouse) -> None:
+    wh.ensure(EVENTS)
+    changed = TableSpec(
+        "silver.events",
+        T.StructType(
+            [
+                T.StructField("namesrv", T.StringType(), False),
+                T.StructField("date", T.DateType(), True),
+                T.StructField("ts", T.IntegerType(), False),
+                T.StructField("code", T.IntegerType(), False),
+                T.StructField("extra", T.StringType(), True),
+            ]
+        ),
+        partition_by=("namesrv",),
+    )
+    with pytest.raises(SchemaMismatchError) as caught:
+        wh.ensure(changed)
+    assert caught.value.differences == (
+        "missing column 'extra' (string)",
+        "extra column 'body' (string)",
+        "column 'ts': expected int, got bigint",
+        "column 'code': expected NOT NULL, got nullable",
+        "partitioned by ['namesrv', 'date'], the spec says ['namesrv']",
+    )
+    assert wh.version(EVENTS) == 0
+
+
+def test_missing_tables_raise_table_not_found(wh: Warehouse) -> None:
+    for call in (lambda: wh.read(EVENTS), lambda: wh.history(EVENTS), lambda: wh.files(EVENTS)):
+        with pytest.raises(TableNotFoundError):
+            call()
+    assert wh.committed(EVENTS, commit("r1")) is False
+
+
+# -- append -----------------------------------------------------------------------------------------
+
+
+def test_append_round_trip_with_special_partition_values(wh: Warehouse, spark) -> None:
+    df = events(spark, ROWS)
+    assert wh.append(EVENTS, df, commit("r1")) == 1
+    assert_same(wh.read(EVENTS), df)
+    # Hive-escaped directories on disk; delta-rs encodes them once more in the log.
+    on_disk = stored_files(wh.path(EVENTS))
+    assert any(p.startswith("namesrv=10.0.0.1%3A9876/date=2024-11-21/") for p in on_disk)
+    assert any(p.startswith("namesrv=50%25/date=2024-11-21/") for p in on_disk)
+    assert any(p.startswith("namesrv=a%2Fb%3Dc/date=2024-11-22/") for p in on_disk)
+    assert any(p.startswith("namesrv=007/date=__HIVE_DEFAULT_PARTITION__/") for p in on_disk)
+    assert not any(p.startswith("_staging") for p in on_disk)
+    log = (Path(wh.path(EVENTS)) / "_delta_log" / "00000000000000000001.json").read_text()
+    assert "namesrv=10.0.0.1%253A9876" in log
+    # Our paths are exactly delta-rs's own view of the table's files.
+    assert sorted(wh.file_uris(EVENTS)) == sorted(DeltaTable(wh.path(EVENTS)).file_uris())
+
+
+def test_append_reorders_columns_to_the_spec(wh: Warehouse, spark) -> None:
+    df = events(spark, ROWS[:2])
+    shuffled = df.select("body", "code", "ts", "date", "namesrv")
+    assert wh.append(EVENTS, shuffled, commit("r1")) == 1
+    read = wh.read(EVENTS)
+    assert read.columns == list(EVENTS.column_names)
+    assert_same(read, df)
+
+
+def test_nested_types_and_timestamps_round_trip_as_micros(wh: Warehouse, spark) -> None:
+    rows = [
+        ("t1", ("b1", [0, 1]), {"k": "v"}, dt.datetime(2024, 11, 21, 3, 12, 5, 123456, tzinfo=dt.timezone.utc)),
+        ("t2", None, None, None),
+    ]
+    df = spark.createDataFrame(rows, NESTED.schema)
+    before = spark.conf.get("spark.sql.parquet.outputTimestampType")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    try:
+        assert wh.append(NESTED, df, commit("r1")) == 1
+        assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96"  # restored
+    finally:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", before)
+    # Maps cannot be sorted or hashed by Spark: compare the rest whole, the maps per topic.
+    assert_same(wh.read(NESTED).drop("attrs"), df.drop("attrs"))
+    assert {r.topic: r.attrs for r in wh.read(NESTED).select("topic", "attrs").collect()} == {"t1": {"k": "v"}, "t2": None}
+    for path in wh.file_uris(NESTED):
+        parquet_type = pq.read_schema(path).field("valid_from").type
+        assert str(parquet_type).startswith("timestamp[us"), parquet_type
+
+
+@pytest.mark.parametrize(
+    ("make_df", "expected"),
+    [
+        (
+            lambda spark: events(spark, ROWS).drop("body"),
+            ["missing column 'body' (string)"],
+        ),
+        (
+            lambda spark: events(spark, ROWS).withColumn("surplus", F.col("ts")),
+            ["extra column 'surplus' (bigint)"],
+        ),
+        (
+            # delta-rs would silently cast '5' into the int column: the check must catch it first.
+            lambda spark: spark.createDataFrame(
+                [("10.0.0.1:9876", D1, 1, "5", "a")],
+                "namesrv string, date date, ts bigint, code string, body string",
+            ),
+            ["column 'code': expected int, got string"],
+        ),
+        (
+            lambda spark: spark.createDataFrame(
+                [("10.0.0.1:9876", D1, 1, 105, "a", 9)],
+                "namesrv string, date string, ts int, code int, body string, more int",
+            ).drop("more").withColumnRenamed("ts", "TS"),
+            [
+                "missing column 'ts' (bigint) (found 'TS': names are case-sensitive)",
+                "column 'date': expected date, got string",
+            ],
+        ),
+    ],
+    ids=["missing", "extra", "string-into-int", "several"],
+)
+def test_schema_mismatch_is_raised_before_anything_is_written(wh: Warehouse, spark, make_df, expected) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:1]), commit("r0"))
+    files_before = stored_files(wh.path(EVENTS))
+    with pytest.raises(SchemaMismatchError) as caught:
+        wh.append(EVENTS, make_df(spark), commit("r1"))
+    assert list(caught.value.differences) == expected
+    for difference in expected:
+        assert difference in str(caught.value)
+    assert wh.version(EVENTS) == 1
+    assert stored_files(wh.path(EVENTS)) == files_before
+    assert not wh.committed(EVENTS, commit("r1"))
+
+
+def test_nested_schema_mismatch_is_raised_before_anything_is_written(wh: Warehouse, spark) -> None:
+    wrong = spark.createDataFrame(
+        [("t1", ("b1", ["0"]), {"k": 1}, None)],
+        "topic string, route struct<broker:string, queues:array<string>>, attrs map<string,int>, valid_from timestamp",
+    )
+    with pytest.raises(SchemaMismatchError) as caught:
+        wh.append(NESTED, wrong, commit("r1"))
+    assert caught.value.differences == (
+        "column 'route.queues[]': expected int, got string",
+        "column 'attrs{value}': expected string, got int",
+    )
+    assert not wh.exists(NESTED)  # the check ran before the table was even created
+
+
+def test_null_in_a_not_null_column_fails_the_write_and_commits_nothing(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:1]), commit("r0"))
+    files_before = stored_files(wh.path(EVENTS))
+    nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in EVENTS.schema.fields])
+    bad = spark.createDataFrame([("10.0.0.1:9876", D1, None, 1, "x")], nullable)
+    with pytest.raises(SchemaMismatchError, match="column 'ts' is NOT NULL"):
+        wh.append(EVENTS, bad, commit("r1"))
+    nested_bad = spark.createDataFrame([("t", (None, [1]), None, None)], nullable_schema(NESTED.schema))
+    with pytest.raises(SchemaMismatchError, match="column 'route.broker' is NOT NULL"):
+        wh.append(NESTED, nested_bad, commit("r1"))
+    assert wh.version(EVENTS) == 1 and wh.version(NESTED) == 0
+    assert stored_files(wh.path(EVENTS)) == files_before
+    assert stored_files(wh.path(NESTED)) == set()
+
+
+def test_append_is_idempotent_per_run_and_job(wh: Warehouse, spark) -> None:
+    first = events(spark, ROWS[:3])
+    assert wh.append(EVENTS, first, commit("r1")) == 1
+    assert wh.committed(EVENTS, commit("r1"))
+    assert not wh.committed(EVENTS, commit("r2"))
+    assert wh.append(EVENTS, first, commit("r1")) is None  # re-run: nothing new
+    assert wh.version(EVENTS) == 1
+    assert_same(wh.read(EVENTS), first)
+    second = events(spark, ROWS[3:])
+    assert wh.append(EVENTS, second, commit("r2")) == 2
+    assert wh.append(EVENTS, second, commit("r2", job="other-job")) == 3  # another job is another writer
+    assert_same(wh.read(EVENTS), first.unionByName(second).unionByName(second))
+
+
+def test_an_empty_append_still_records_the_run(wh: Warehouse, spark) -> None:
+    assert wh.append(EVENTS, events(spark, []), commit("r1")) == 1
+    assert wh.files(EVENTS) == []
+    assert wh.append(EVENTS, events(spark, ROWS), commit("r1")) is None
+
+
+# -- time travel, history, files ---------------------------------------------------------------------
+
+
+def test_time_travel_by_version_and_timestamp(wh: Warehouse, spark) -> None:
+    v1_rows, v2_rows = events(spark, ROWS[:2]), events(spark, ROWS[2:])
+    wh.append(EVENTS, v1_rows, commit("r1"))
+    wh.overwrite(EVENTS, v2_rows, commit("r2"))
+    assert_same(wh.read(EVENTS, version=0), events(spark, []))
+    assert_same(wh.read(EVENTS, version=1), v1_rows)
+    assert_same(wh.read(EVENTS, version=2), v2_rows)
+    assert_same(wh.read(EVENTS), v2_rows)
+    stamps = {h["version"]: h["timestamp"] for h in wh.history(EVENTS)}
+    assert stamps[0] <= stamps[1] < stamps[2]
+    assert_same(wh.read(EVENTS, timestamp=stamps[1]), v1_rows)
+    assert_same(wh.read(EVENTS, timestamp=stamps[2] - 1), v1_rows)
+    iso = dt.datetime.fromtimestamp(stamps[1] / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+    assert_same(wh.read(EVENTS, timestamp=iso), v1_rows)
+    assert_same(wh.read(EVENTS, timestamp=iso.replace("+00:00", "Z")), v1_rows)
+    assert_same(wh.read(EVENTS, timestamp=stamps[2] + 60_000), v2_rows)
+    with pytest.raises(VersionNotFoundError, match="no version at or before"):
+        wh.read(EVENTS, timestamp=stamps[0] - 1)
+    with pytest.raises(VersionNotFoundError, match="no version 7"):
+        wh.read(EVENTS, version=7)
+    with pytest.raises(VersionNotFoundError):
+        wh.files(EVENTS, version=7)
+    with pytest.raises(ValueError, match="not both"):
+        wh.read(EVENTS, version=1, timestamp=stamps[1])
+    with pytest.raises(ValueError, match="ISO-8601"):
+        wh.read(EVENTS, timestamp="yesterday")
+
+
+def test_history_shows_run_job_window_and_write_details(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:2]), commit("r1", window_from=1000, window_to=2000, extra={"files": "3"}))
+    wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("r2", job="repair"), partitions={"date": "2024-11-21"})
+    history = wh.history(EVENTS)
+    assert [h["version"] for h in history] == [2, 1, 0]
+    newest, middle, created = history
+    assert {k: newest[k] for k in ("run_id", "job", "window_from", "window_to", "extra", "mode", "predicate")} == {
+        "run_id": "r2",
+        "job": "repair",
+        "window_from": None,
+        "window_to": None,
+        "extra": {},
+        "mode": "overwrite",
+        "predicate": "(CAST(`date` AS STRING) IN ('2024-11-21'))",
+    }
+    assert {k: middle[k] for k in ("run_id", "job", "window_from", "window_to", "extra", "mode", "predicate", "app_id")} == {
+        "run_id": "r1",
+        "job": "ingest",
+        "window_from": 1000,
+        "window_to": 2000,
+        "extra": {"files": "3"},
+        "mode": "append",
+        "predicate": None,
+        "app_id": commit("r1").app_id,
+    }
+    assert created["operation"] == "CREATE TABLE" and created["run_id"] is None and created["extra"] == {}
+    assert all(isinstance(h["timestamp"], int) for h in history)
+    assert wh.history(EVENTS, limit=1) == history[:1]
+
+
+def test_files_carry_partition_values_and_record_counts(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    files = wh.files(EVENTS)
+    counted: dict[tuple[str, str | None], int] = {}
+    for data_file in files:
+        assert set(data_file.partition_values) == {"namesrv", "date"}
+        key = (data_file.partition_values["namesrv"], data_file.partition_values["date"])
+        counted[key] = counted.get(key, 0) + data_file.num_records
+    expected: dict[tuple[str, str | None], int] = {}
+    for namesrv, date, *_ in ROWS:
+        key = (namesrv, date.isoformat() if date else None)
+        expected[key] = expected.get(key, 0) + 1
+    assert counted == expected
+    for data_file in files:
+        assert isinstance(data_file, DataFile)
+        assert os.path.isabs(data_file.path) and os.path.getsize(data_file.path) == data_file.size
+        assert pq.read_metadata(data_file.path).num_rows == data_file.num_records
+    assert wh.file_uris(EVENTS) == [f.path for f in files]
+    assert wh.files(EVENTS, version=0) == []
+
+
+# -- overwrite ---------------------------------------------------------------------------------------
+
+
+def test_overwrite_by_partition_replaces_only_that_partition(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    untouched_files = {f.path for f in wh.files(EVENTS) if f.partition_values["namesrv"] != "10.0.0.1:9876"}
+    replacement = [("10.0.0.1:9876", D1, 10, 105, "new"), ("10.0.0.1:9876", D2, 11, 105, "new")]
+    assert wh.overwrite(EVENTS, events(spark, replacement), commit("r2"), partitions={"namesrv": "10.0.0.1:9876"}) == 2
+    assert_same(wh.read(EVENTS), events(spark, replacement + ROWS[3:]))
+    assert untouched_files <= {f.path for f in wh.files(EVENTS)}  # other partitions' files were not rewritten
+    # Several values, NULL among them, several columns.
+    again = [("007", None, 12, 1, "z")]
+    assert wh.overwrite(EVENTS, events(spark, again), commit("r3"), partitions={"namesrv": ["007", "50%"], "date": [None, "2024-11-21"]}) == 3
+    assert_same(wh.read(EVENTS), events(spark, replacement + [ROWS[4]] + again))
+
+
+def test_overwrite_where_on_a_data_column_keeps_other_rows(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    replacement = [("10.0.0.1:9876", D1, 20, 105, "replaced"), ("b:1", D2, 21, 105, "new partition")]
+    assert wh.overwrite(EVENTS, events(spark, replacement), commit("r2"), where="code = 105") == 2
+    kept = [r for r in ROWS if r[3] != 105]
+    assert_same(wh.read(EVENTS), events(spark, kept + replacement))
+    assert_same(wh.read(EVENTS, version=1), events(spark, ROWS))
+
+
+def test_overwrite_where_and_partitions_together(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    replacement = [("10.0.0.1:9876", D1, 30, 105, "x")]
+    version = wh.overwrite(
+        EVENTS, events(spark, replacement), commit("r2"), where="code = 105 AND body IS NOT NULL",
+        partitions={"namesrv": "10.0.0.1:9876", "date": "2024-11-21"},
+    )
+    assert version == 2
+    expected = [r for r in ROWS if not (r[0] == "10.0.0.1:9876" and r[1] == D1 and r[3] == 105)] + replacement
+    assert_same(wh.read(EVENTS), events(spark, expected))
+
+
+def test_overwrite_without_predicate_replaces_the_whole_table(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    assert wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("r2")) == 2
+    assert_same(wh.read(EVENTS), events(spark, ROWS[:1]))
+    assert wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("r2")) is None  # idempotent too
+    assert wh.overwrite(EVENTS, events(spark, []), commit("r3")) == 3
+    assert_same(wh.read(EVENTS), events(spark, []))
+
+
+def test_overwrite_rejects_rows_outside_the_predicate(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    files_before = stored_files(wh.path(EVENTS))
+    outside = events(spark, [("10.0.0.1:9876", D1, 40, 105, "ok"), ("10.0.0.2:9876", D1, 41, 105, "outside")])
+    with pytest.raises(PredicateViolationError, match="rows outside the overwrite predicate") as caught:
+        wh.overwrite(EVENTS, outside, commit("r2"), partitions={"namesrv": "10.0.0.1:9876"})
+    assert isinstance(caught.value, StorageError)
+    with pytest.raises(PredicateViolationError):
+        wh.overwrite(EVENTS, events(spark, [("x", D1, 42, None, "null code")]), commit("r2"), where="code = 105")
+    assert wh.version(EVENTS) == 1
+    assert stored_files(wh.path(EVENTS)) == files_before
+    assert_same(wh.read(EVENTS), events(spark, ROWS))
+
+
+def test_overwrite_argument_checks(wh: Warehouse, spark) -> None:
+    df = events(spark, ROWS[:1])
+    with pytest.raises(ValueError, match="not a partition column"):
+        wh.overwrite(EVENTS, df, commit("r1"), partitions={"code": "105"})
+    with pytest.raises(TypeError, match="Delta partition strings"):
+        wh.overwrite(EVENTS, df, commit("r1"), partitions={"date": D1})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="invalid overwrite predicate"):
+        wh.overwrite(EVENTS, df, commit("r1"), where="no_such_column = 1")
+    with pytest.raises(ValueError, match="non-empty"):
+        wh.overwrite(EVENTS, df, commit("r1"), where=" ")
+    with pytest.raises(TypeError, match="CommitInfo"):
+        wh.append(EVENTS, df, {"run_id": "r1"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="DataFrame"):
+        wh.append(EVENTS, ROWS, commit("r1"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="TableSpec"):
+        wh.read("silver.events")  # type: ignore[arg-type]
+    assert not wh.exists(EVENTS)
+
+
+# -- concurrency -------------------------------------------------------------------------------------
+
+
+def test_a_conflicting_concurrent_overwrite_fails_cleanly(wh: Warehouse, spark, monkeypatch) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    other = Warehouse(wh.root, spark, backend="delta-rs")
+    backend = wh._backend
+    original_stage = backend._stage
+
+    def stage_while_another_writer_commits(*args, **kwargs):
+        original_stage(*args, **kwargs)
+        monkeypatch.setattr(backend, "_stage", original_stage)
+        other.overwrite(EVENTS, events(spark, [("50%", D1, 50, 1, "other")]), commit("other"), partitions={"namesrv": "50%"})
+
+    monkeypatch.setattr(backend, "_stage", stage_while_another_writer_commits)
+    mine = events(spark, [("50%", D1, 51, 1, "mine")])
+    with pytest.raises(ConcurrentCommitError, match="concurrent commit conflicts"):
+        wh.overwrite(EVENTS, mine, commit("r2"), partitions={"namesrv": "50%"})
+    assert wh.version(EVENTS) == 2
+    assert_same(wh.read(EVENTS), events(spark, [r for r in ROWS if r[0] != "50%"] + [("50%", D1, 50, 1, "other")]))
+    # No orphans: exactly the files of the committed versions are on disk.
+    assert stored_files(wh.path(EVENTS)) == relative_files(wh, 1) | relative_files(wh, 2)
+    # The failed write can simply be re-run.
+    assert wh.overwrite(EVENTS, mine, commit("r2"), partitions={"namesrv": "50%"}) == 3
+
+
+def test_the_same_run_committed_concurrently_is_reported_as_skipped(wh: Warehouse, spark, monkeypatch) -> None:
+    wh.ensure(EVENTS)
+    other = Warehouse(wh.root, spark, backend="delta-rs")
+    backend = wh._backend
+    original_stage = backend._stage
+    df = events(spark, ROWS[:2])
+
+    def stage_while_the_same_run_commits(*args, **kwargs):
+        original_stage(*args, **kwargs)
+        monkeypatch.setattr(backend, "_stage", original_stage)
+        assert other.append(EVENTS, df, commit("r1")) == 1
+
+    monkeypatch.setattr(backend, "_stage", stage_while_the_same_run_commits)
+    assert wh.append(EVENTS, df, commit("r1")) is None
+    assert wh.version(EVENTS) == 1
+    assert_same(wh.read(EVENTS), df)
+    assert stored_files(wh.path(EVENTS)) == relative_files(wh, 1)  # our uncommitted files are gone
+
+
+# -- Spark-free readers ------------------------------------------------------------------------------
+
+
+def test_spark_free_readers_get_the_same_rows(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import pyarrow as pa, pyarrow.dataset as pads
+        from pyspark.sql import types as T
+        from nsreplay.storage import TableSpec, Warehouse, dataset
+
+        spec = TableSpec(sys.argv[2], T.StructType.fromJson(json.loads(sys.argv[3])), tuple(json.loads(sys.argv[4])))
+        wh = Warehouse(sys.argv[1], None)                      # no SparkSession, no JVM
+        uris = wh.file_uris(spec)
+        # 1. plain pyarrow.dataset over file_uris, partitions from the hive directory names
+        partitioning = pads.partitioning(pa.schema([("namesrv", pa.string()), ("date", pa.date32())]), flavor="hive")
+        plain = pads.dataset(uris, format="parquet", partitioning=partitioning, partition_base_dir=wh.path(spec))
+        # 2. the module's helper, partitions from the Delta log
+        helper = dataset(spec, wh.files(spec))
+        from pyspark import SparkContext
+        assert SparkContext._gateway is None, "a JVM was started"
+        rows = lambda t: sorted(json.dumps(r, default=str, sort_keys=True) for r in t.to_pylist())
+        print(json.dumps({"backend": wh.backend_name,
+                          "plain": rows(plain.to_table(columns=list(spec.column_names))),
+                          "helper": rows(helper.to_table())}))
+        """
+    )
+    args = [wh.root, EVENTS.name, EVENTS.schema.json(), json.dumps(EVENTS.partition_by)]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr  # also: no abort at exit (the delta-rs to_pyarrow_* issue)
+    output = json.loads(result.stdout)
+    expected = sorted(
+        json.dumps(dict(zip(EVENTS.column_names, r)), default=str, sort_keys=True) for r in ROWS
+    )
+    assert output["backend"] == "delta-rs"
+    assert output["plain"] == expected
+    assert output["helper"] == expected
+
+
+def test_arrow_dataset_helper_reads_a_table_version(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:2]), commit("r1"))
+    wh.append(EVENTS, events(spark, ROWS[2:]), commit("r2"))
+    table = dataset(EVENTS, wh.files(EVENTS, version=1)).to_table()
+    assert sorted(tuple(r.values()) for r in table.to_pylist()) == sorted(ROWS[:2])
+    assert dataset(EVENTS, []).to_table().num_rows == 0
+
+
+def test_warehouse_without_spark_handles_metadata_but_not_data(warehouse_root: str) -> None:
+    wh = Warehouse(warehouse_root, None)
+    assert wh.backend_name == "delta-rs"
+    wh.ensure(EVENTS)
+    assert wh.version(EVENTS) == 0
+    with pytest.raises(StorageError, match="needs a SparkSession"):
+        wh.read(EVENTS)
+    with pytest.raises(BackendUnavailableError):
+        Warehouse(warehouse_root, None, backend="delta-spark")
