@@ -36,11 +36,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def demo_capture(settings) -> str:
     """The demo capture directory, generated on first use (deterministic for the configured seed)."""
-    from nsreplay.generator import PRESETS, generate
+    from nsreplay.generator import apply_overrides, generate, preset
 
     out = Path(resolve_path(settings.demo.captures))
     if not (out / "_manifest.json").is_file():
-        config = PRESETS[settings.demo.preset].with_seed(settings.demo.seed)
+        config = apply_overrides(preset(settings.demo.preset), {"seed": settings.demo.seed})
         summary = generate(config, out)
         print(f"generated the {settings.demo.preset} capture: {summary.lines} lines in {summary.files} files under {out}")
     return str(out)
