@@ -60,6 +60,8 @@ class QualityConfig:
 class ReplayConfig:
     default_profile: str
     default_tick_origin: str
+    default_config: Mapping[str, Any]
+    keyframe_every_ticks: int
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,10 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"[replay] default_profile must be one of {', '.join(PROFILES)}")
     if settings.ingest.max_line_bytes <= 0 or settings.ingest.quarantine_keep_bytes <= 0:
         raise ConfigError("[ingest] byte limits must be positive")
+    if settings.replay.default_tick_origin != "first_record":
+        raise ConfigError("[replay] default_tick_origin supports only \"first_record\"")
+    if settings.replay.keyframe_every_ticks <= 0:
+        raise ConfigError("[replay] keyframe_every_ticks must be positive")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 

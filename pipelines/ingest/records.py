@@ -159,6 +159,14 @@ def _b64(text: str, what: str) -> bytes:
         raise _Reject("undecodable_body", f"{what} is not valid base64") from exc
 
 
+@dataclass(frozen=True)
+class _KnownBody:
+    """A body value met before, with its canonical JSON (never mutated: shared between lines)."""
+
+    value: object
+    canonical: bytes
+
+
 class LineParser:
     """Parses capture lines; remembers the register bodies it has decoded (one per Spark partition)."""
 
@@ -166,6 +174,70 @@ class LineParser:
         self._limits = limits
         self._body_rule = body_rule
         self._bodies: dict[str, DecodedBody | _Reject] = {}
+        self._body_texts: dict[str, _KnownBody] = {}
+        self._known: _KnownBody | None = None
+
+    # -- the repeated-body fast path ---------------------------------------------------------------
+    #
+    # Brokers resend the same body every 30 s, and it is most of the line. A line of the form
+    # PREFIX + ',"body":' + TAIL + '}' whose TAIL is byte-identical to a JSON value already parsed
+    # is read by parsing only PREFIX + '}' and reusing that value. This is exact: the quote after the
+    # comma is unescaped, so ',"body":' cannot lie inside a string of a valid line; if PREFIX + '}'
+    # is a valid object, the comma is at the top level, the line is that object plus a last member
+    # "body" whose value is the known TAIL (a later duplicate key wins, as in a full parse), and any
+    # line this does not fit is parsed in full.
+
+    _BODY_MARK = ',"body":'
+    _MAX_KNOWN_BODIES = 4096
+
+    def _split_body(self, text: str) -> tuple[str, str] | None:
+        at = text.rfind(self._BODY_MARK)
+        if at <= 0 or not text.endswith("}"):
+            return None
+        return text[:at], text[at + len(self._BODY_MARK) : -1]
+
+    def _known_body_line(self, text: str) -> dict[str, Any] | None:
+        parts = self._split_body(text)
+        if parts is None:
+            return None
+        known = self._body_texts.get(parts[1])
+        if known is None:
+            return None
+        try:
+            obj = orjson.loads(parts[0] + "}")
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        obj["body"] = known.value
+        self._known = known
+        return obj
+
+    def _learn_body_text(self, text: str, obj: dict[str, Any]) -> None:
+        self._known = None
+        if not isinstance(obj.get("body"), dict):
+            return
+        parts = self._split_body(text)
+        if parts is None:
+            return
+        try:
+            value = orjson.loads(parts[1])
+        except orjson.JSONDecodeError:
+            return
+        if value != obj["body"]:
+            return
+        if len(self._body_texts) >= self._MAX_KNOWN_BODIES:
+            self._body_texts.clear()
+        known = _KnownBody(obj["body"], _canonical(obj["body"]))
+        self._body_texts[parts[1]] = known
+        self._known = known
+
+    def _canonical_body(self, body: object) -> bytes:
+        """Canonical JSON of the line's body object, from the fast-path cache when it is that body."""
+        known = self._known
+        if known is not None and known.value is body:
+            return known.canonical
+        return _canonical(body)
 
     # -- entry point -------------------------------------------------------------------------------
 
@@ -175,12 +247,15 @@ class LineParser:
             return Rejected("invalid_utf8", "the line is not valid UTF-8")
         if not text.strip():
             return Rejected("empty_line", "the line is empty")
-        try:
-            obj = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            return Rejected("invalid_json", f"not valid JSON: {str(exc)[:200]}")
-        if not isinstance(obj, dict):
-            return Rejected("not_an_object", f"a JSON {type(obj).__name__}, not an object")
+        obj = self._known_body_line(text)
+        if obj is None:
+            try:
+                obj = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                return Rejected("invalid_json", f"not valid JSON: {str(exc)[:200]}")
+            if not isinstance(obj, dict):
+                return Rejected("not_an_object", f"a JSON {type(obj).__name__}, not an object")
+            self._learn_body_text(text, obj)
         namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
         ts = obj.get("ts") if _is_int(obj.get("ts")) else None
         try:
@@ -239,7 +314,7 @@ class LineParser:
         body = _optional(obj, "body", _is_obj, "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")
         if body is not None:
-            identity["body"] = _digest(_canonical(body))
+            identity["body"] = _digest(self._canonical_body(body))
         if code == REGISTER_BROKER:
             return self._register_body(event, ext, body, body_b64)
         self._small_body(event, code, body, body_b64)
@@ -312,7 +387,7 @@ class LineParser:
         if body is None:
             return None
         encoding = "legacy_wrapper" if version < 37 else "json"
-        canonical = _canonical(body)
+        canonical = self._canonical_body(body)
         body_id = _digest(b"json", encoding.encode(), canonical)
         return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_json_register_body(body, version=version), len(canonical)))
 

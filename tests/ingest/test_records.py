@@ -131,3 +131,30 @@ def test_other_kinds() -> None:
     assert response.event["code"] == 17 and response.event["remark"] == "No topic"
     qdv = parse(register(code=322, body={"counter": 3, "stateVersion": 0, "timestamp": 5}))
     assert json.loads(qdv.event["body"]) == {"counter": 3, "stateVersion": 0, "timestamp": 5} and qdv.event.get("body_id") is None
+
+
+BODY_TEXT = json.dumps(encode_json_register_body(BODY), separators=(",", ":"))
+PREFIX = json.dumps({k: v for k, v in register().items() if k != "body"})[:-1]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        PREFIX + ',"body":' + BODY_TEXT + "}",                                   # the common case
+        PREFIX + ',"x":"a,\\"body\\":' + BODY_TEXT + '"}',                      # the mark inside a string
+        PREFIX + ',"nested":{"y":1,"body":' + BODY_TEXT + "}}",                  # not at the top level
+        PREFIX + ',"body":{"a":1},"body":' + BODY_TEXT + "}",                    # duplicate key: last wins
+        PREFIX[:-5] + ',"body":' + BODY_TEXT + "}",                              # broken prefix
+        PREFIX + ',"body":' + BODY_TEXT + "}}",                                  # trailing garbage
+        PREFIX.replace('"ts": 1732147200123', '"ts": "1732147200123"') + ',"body":' + BODY_TEXT + "}",
+    ],
+)
+def test_the_repeated_body_fast_path_agrees_with_a_full_parse(line: str) -> None:
+    warm = parser()
+    warm.parse(PREFIX + ',"body":' + BODY_TEXT + "}")  # teaches the parser this body text
+    cold = parser().parse(line)
+    fast = warm.parse(line)
+    if isinstance(cold, Accepted):
+        assert isinstance(fast, Accepted) and fast.event == cold.event
+    else:
+        assert fast == cold

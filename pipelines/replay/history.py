@@ -1,0 +1,160 @@
+"""From change rows to the stored history: tick epochs, validity intervals, typed tables, keyframes.
+
+Pure DataFrame → DataFrame functions plus :func:`epochs`, which derives each NameServer's tick grid
+from its (small) list of start records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from nsreplay.model import NameServer, profile_for_version
+from schemas.gold import (
+    BROKER_ADDR_INTERVALS,
+    BROKER_LIVE_INTERVALS,
+    CLUSTER_ADDR_INTERVALS,
+    FILTER_SERVER_INTERVALS,
+    ORDER_TOPIC_INTERVALS,
+    TOPIC_QUEUE_INTERVALS,
+)
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One run of a NameServer between (re)starts: its tick grid ``first_tick + k * interval``."""
+
+    namesrv: str
+    start_ts: int
+    end_ts: int  # exclusive: the next restart, or the end of the covered range + 1
+    profile: str
+    config: Mapping[str, str]
+    first_tick: int
+    interval: int
+
+
+def epochs(starts: Mapping[str, list[tuple[int, str, Mapping[str, object]]]], origins: Mapping[str, int], until: int,
+           default_profile: str, default_config: Mapping[str, object]) -> list[Epoch]:
+    """Tick epochs of every NameServer. ``starts``: per NameServer, its (ts, rocketmq_version, config)
+    start records in order; without one at its first record, the defaults run from its origin."""
+    out: list[Epoch] = []
+    for namesrv, origin in origins.items():
+        runs = [(ts, profile_for_version(v), c) for ts, v, c in sorted(starts.get(namesrv, []), key=lambda s: s[0])]
+        if not runs or runs[0][0] > origin:
+            runs.insert(0, (origin, default_profile, default_config))
+        for i, (ts, profile, config) in enumerate(runs):
+            end = runs[i + 1][0] if i + 1 < len(runs) else until + 1
+            grid = NameServer(profile, config, ts)
+            text = {str(k): v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
+            out.append(Epoch(namesrv, ts, end, profile, text, grid.first_tick, grid.tick_interval))
+    return out
+
+
+def epochs_frame(spark: SparkSession, items: Iterable[Epoch]) -> DataFrame:
+    return spark.createDataFrame(
+        [(e.namesrv, e.start_ts, e.end_ts, e.profile, dict(e.config), e.first_tick, e.interval) for e in items],
+        "namesrv string, start_ts long, end_ts long, profile string, config map<string,string>, first_tick long, interval long",
+    )
+
+
+def scan_ticks(epoch_df: DataFrame, changes: DataFrame, until: int, run_id: str) -> DataFrame:
+    """Every tick of every epoch up to ``until``, with the number of live entries its scan removed."""
+    last = F.least(F.col("end_ts") - 1, F.lit(until))
+    ticks = epoch_df.where(F.col("first_tick") <= last).select(
+        "namesrv",
+        F.col("start_ts").alias("epoch_start_ts"),
+        "profile",
+        F.explode(F.sequence(F.col("first_tick"), last, F.col("interval"))).alias("tick_ts"),
+    )
+    removals = (
+        changes.where((F.col("phase") == 1) & (F.col("table") == "brokerLiveTable") & (F.col("op") == "remove"))
+        .groupBy("namesrv", F.col("ts").alias("tick_ts"))
+        .agg(F.count("*").cast("int").alias("removals"))
+    )
+    return (
+        ticks.join(removals, ["namesrv", "tick_ts"], "left")
+        .select("namesrv", "tick_ts", "epoch_start_ts", "profile", F.coalesce("removals", F.lit(0)).alias("removals"), F.lit(run_id).alias("run_id"))
+    )
+
+
+def with_tick(changes: DataFrame, epoch_df: DataFrame, until: int) -> DataFrame:
+    """``tick_ts``: the first scan tick whose state shows the change (null if a restart or the end
+    of the covered range comes first)."""
+    e = epoch_df.alias("e")
+    joined = changes.alias("c").join(e, (F.col("c.namesrv") == F.col("e.namesrv")) & (F.col("c.ts") >= F.col("e.start_ts")) & (F.col("c.ts") < F.col("e.end_ts")), "left")
+    steps = F.greatest(F.lit(0), F.ceil((F.col("c.ts") - F.col("e.first_tick")) / F.col("e.interval")))
+    tick = F.col("e.first_tick") + steps.cast("long") * F.col("e.interval")
+    tick = F.when((tick < F.col("e.end_ts")) & (tick <= F.lit(until)), tick)
+    return joined.select("c.*", tick.cast("long").alias("tick_ts"))
+
+
+def generic_intervals(changes: DataFrame) -> DataFrame:
+    """(namesrv, table, key, value, valid_from, valid_to, start_cause, end_cause) for every put that
+    lasted a non-zero time; ``valid_to`` null while still valid at the end of the covered range."""
+    w = Window.partitionBy("namesrv", "table", "key").orderBy("ts", "phase", "record_rank")
+    nxt = changes.withColumn("valid_to", F.lead("ts").over(w)).withColumn("end_cause", F.lead("cause").over(w))
+    return nxt.where((F.col("op") == "put") & (F.col("valid_to").isNull() | (F.col("valid_to") > F.col("ts")))).select(
+        "namesrv", "table", "key", F.col("after").alias("value"), F.col("ts").alias("valid_from"), "valid_to",
+        F.col("cause").alias("start_cause"), "end_cause",
+    )
+
+
+def _key(i: int) -> Column:
+    return F.from_json("key", "array<string>")[i]
+
+
+_INTERVAL_COLS = ["valid_from", "valid_to", "start_cause", "end_cause", "run_id"]
+
+
+def typed_intervals(generic: DataFrame, run_id: str) -> dict[str, DataFrame]:
+    """The generic intervals split into the typed gold interval tables."""
+    g = generic.withColumn("run_id", F.lit(run_id))
+
+    def of(table: str) -> DataFrame:
+        return g.where(F.col("table") == table)
+
+    qd = F.from_json("value", "struct<readQueueNums:int,writeQueueNums:int,perm:int,topicSysFlag:int>")
+    bd = F.from_json("value", "struct<cluster:string,brokerAddrs:map<string,string>,enableActingMaster:boolean,zoneName:string>")
+    live = F.from_json("value", "struct<lastUpdateTimestamp:long,heartbeatTimeoutMillis:long,dataVersion:struct<stateVersion:long,timestamp:long,counter:long>,conn:string,haServerAddr:string>")
+    return {
+        TOPIC_QUEUE_INTERVALS.name: of("topicQueueTable").select(
+            "namesrv", _key(0).alias("topic"), _key(1).alias("broker_name"),
+            qd.readQueueNums.alias("read_queue_nums"), qd.writeQueueNums.alias("write_queue_nums"),
+            qd.perm.alias("perm"), qd.topicSysFlag.alias("topic_sys_flag"), *_INTERVAL_COLS,
+        ),
+        BROKER_ADDR_INTERVALS.name: of("brokerAddrTable").select(
+            "namesrv", _key(0).alias("broker_name"), bd.cluster.alias("cluster"),
+            F.transform_keys(bd.brokerAddrs, lambda k, v: k.cast("long")).alias("broker_addrs"),
+            bd.enableActingMaster.alias("enable_acting_master"), bd.zoneName.alias("zone_name"), *_INTERVAL_COLS,
+        ),
+        CLUSTER_ADDR_INTERVALS.name: of("clusterAddrTable").select("namesrv", _key(0).alias("cluster"), _key(1).alias("broker_name"), *_INTERVAL_COLS),
+        BROKER_LIVE_INTERVALS.name: of("brokerLiveTable").select(
+            "namesrv", _key(0).alias("cluster"), _key(1).alias("broker_addr"),
+            live.lastUpdateTimestamp.alias("last_update_ts"), live.heartbeatTimeoutMillis.alias("heartbeat_timeout_ms"),
+            live.dataVersion.stateVersion.alias("dv_state_version"), live.dataVersion.timestamp.alias("dv_timestamp"),
+            live.dataVersion.counter.alias("dv_counter"), live.conn.alias("conn"), live.haServerAddr.alias("ha_server_addr"), *_INTERVAL_COLS,
+        ),
+        FILTER_SERVER_INTERVALS.name: of("filterServerTable").select(
+            "namesrv", _key(0).alias("cluster"), _key(1).alias("broker_addr"),
+            F.from_json("value", "array<string>").alias("filter_servers"), *_INTERVAL_COLS,
+        ),
+        ORDER_TOPIC_INTERVALS.name: of("orderTopicConf").select(
+            "namesrv", _key(0).alias("topic"),
+            F.get_json_object(F.concat(F.lit('{"v":'), F.col("value"), F.lit("}")), "$.v").alias("order_conf"), *_INTERVAL_COLS,
+        ),
+    }
+
+
+def keyframes(generic: DataFrame, ticks: DataFrame, every_ticks: int, run_id: str) -> DataFrame:
+    """Full snapshots at every ``every_ticks``-th tick of each epoch (and its first tick)."""
+    w = Window.partitionBy("namesrv", "epoch_start_ts").orderBy("tick_ts")
+    frames = ticks.withColumn("_i", F.row_number().over(w) - 1).where(F.col("_i") % every_ticks == 0).select("namesrv", F.col("tick_ts").alias("keyframe_ts"))
+    i = generic.alias("i")
+    k = frames.alias("k")
+    alive = (F.col("i.namesrv") == F.col("k.namesrv")) & (F.col("i.valid_from") <= F.col("k.keyframe_ts")) & (
+        F.col("i.valid_to").isNull() | (F.col("k.keyframe_ts") < F.col("i.valid_to"))
+    )
+    return i.join(k, alive).select("i.namesrv", "k.keyframe_ts", "i.table", "i.key", "i.value", F.lit(run_id).alias("run_id"))

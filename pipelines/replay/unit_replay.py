@@ -1,0 +1,160 @@
+"""Replaying one replay unit of one NameServer: its ordered records in, change rows out.
+
+The state machine is the reference model's :class:`~nsreplay.model.NameServer` (plain Python,
+``(state, event) → state``); this module is the thin adapter that feeds it silver rows in the
+NameServer's order, interleaves the scan ticks (semantics spec §4: records at a tick's ``ts`` first,
+then the scan; a restart restarts the grid), and turns every change of state into change rows:
+
+    {"ts", "phase" (0 record, 1 scan tick), "record_rank", "table", "key", "op" ("put"/"remove"),
+     "before", "after", "cause"}
+
+Keys and values are canonical JSON (sorted keys, compact); the key of each table is the part that
+belongs to one broker group, so rows of different units never collide:
+
+    topicQueueTable   [topic, brokerName]      QueueData
+    brokerAddrTable   [brokerName]             BrokerData (brokerAddrs keys as strings)
+    clusterAddrTable  [cluster, brokerName]    {} (membership)
+    brokerLiveTable   [cluster|null, addr]     BrokerLiveInfo (cluster null for 4.9)
+    filterServerTable [cluster|null, addr]     [filter server addresses]
+    orderTopicConf    [topic]                  "brokerName:queueNum;…"
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Iterable, Iterator, Mapping
+
+import orjson
+
+from nsreplay.model import NameServer, Snapshot
+from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConfig, encode_json_register_body
+
+TABLES = ("topicQueueTable", "brokerAddrTable", "clusterAddrTable", "brokerLiveTable", "filterServerTable", "orderTopicConf")
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode("utf-8")
+
+
+def _live_key(key: object) -> list[Any]:
+    return [key[0], key[1]] if isinstance(key, tuple) else [None, key]
+
+
+def _flatten(table: str, snapshot: Snapshot) -> dict[str, object]:
+    """One table of a snapshot as {key JSON: plain value}."""
+    if table == "topicQueueTable":
+        return {_json([t, b]): asdict(q) for t, by_broker in snapshot.topicQueueTable.items() for b, q in by_broker.items()}
+    if table == "brokerAddrTable":
+        out = {}
+        for name, data in snapshot.brokerAddrTable.items():
+            value = asdict(data)
+            value["brokerAddrs"] = {str(i): a for i, a in data.brokerAddrs.items()}
+            out[_json([name])] = value
+        return out
+    if table == "clusterAddrTable":
+        return {_json([c, n]): {} for c, names in snapshot.clusterAddrTable.items() for n in names}
+    if table == "brokerLiveTable":
+        return {_json(_live_key(k)): asdict(v) for k, v in snapshot.brokerLiveTable.items()}
+    if table == "filterServerTable":
+        return {_json(_live_key(k)): list(v) for k, v in snapshot.filterServerTable.items()}
+    return {_json([t]): conf for t, conf in snapshot.orderTopicConf.items()}
+
+
+def _table(snapshot: Snapshot, table: str) -> object:
+    return getattr(snapshot, table)
+
+
+def diff_snapshots(before: Snapshot, after: Snapshot) -> Iterator[tuple[str, str, str, str | None, str | None]]:
+    """(table, key, op, before, after) for every entry that differs, tables whose object is shared skipped."""
+    for table in TABLES:
+        if _table(before, table) is _table(after, table):
+            continue
+        old, new = _flatten(table, before), _flatten(table, after)
+        for key, value in new.items():
+            prev = old.get(key)
+            if prev != value:
+                yield table, key, "put", None if key not in old else _json(prev), _json(value)
+        for key, value in old.items():
+            if key not in new:
+                yield table, key, "remove", _json(value), None
+
+
+def _register_body(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body the NameServer decoded for a silver.topic_configs row."""
+    dv = DataVersion(row["dv_state_version"], row["dv_timestamp"], row["dv_counter"]) if row["has_data_version"] else None
+    configs = tuple(
+        TopicConfig(c["topic_name"], c["read_queue_nums"], c["write_queue_nums"], c["perm"], c["topic_sys_flag"], c["order"], c["topic_filter_type"])
+        for c in row["topic_configs"]
+    )
+    return encode_json_register_body(RegisterBody(dv, configs, tuple(row["filter_server_list"]), row["legacy_wrapper"]))
+
+
+class RecordBuilder:
+    """Turns replay rows (silver.events columns + the body columns of the first row of each body)
+    back into capture-format records; each distinct register body is rebuilt once per unit."""
+
+    def __init__(self) -> None:
+        self._bodies: dict[str, dict[str, Any]] = {}
+
+    def record(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        rec: dict[str, Any] = {k: row[k] for k in ("namesrv", "ts", "seq", "kind", "code", "version", "opaque", "conn", "event", "remote", "rocketmq_version") if row.get(k) is not None}
+        rec["extFields"] = dict(row.get("ext_fields") or {})
+        if row.get("config") is not None:
+            rec["config"] = dict(row["config"])
+        body_id = row.get("body_id")
+        if body_id is not None:
+            if row.get("topic_configs") is not None:
+                self._bodies[body_id] = _register_body(row)
+            # The body was decoded (and its CRC checked) at ingest: hand the NameServer its JSON form.
+            rec["body"] = self._bodies[body_id]
+            rec["extFields"]["compressed"] = "false"
+        elif row.get("body") is not None:
+            rec["body"] = orjson.loads(row["body"])
+        elif row.get("body_b64") is not None:
+            rec["body_b64"] = row["body_b64"]
+        return rec
+
+
+def replay_unit(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    origin: int,
+    until: int,
+    default_profile: str,
+    default_config: Mapping[str, object] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Change rows of one unit. ``rows`` must be in the NameServer's order (``record_rank``);
+    ``origin`` is the tick origin when no start record comes first; ticks run up to ``until``."""
+    ns = NameServer(default_profile, default_config or {}, origin)
+    builder = RecordBuilder()
+    previous = ns.snapshot()
+    next_tick = ns.first_tick
+
+    def changes(ts: int, phase: int, rank: int | None, cause: str) -> Iterator[dict[str, Any]]:
+        nonlocal previous
+        current = ns.snapshot()
+        for table, key, op, before, after in diff_snapshots(previous, current):
+            yield {"ts": ts, "phase": phase, "record_rank": rank, "table": table, "key": key, "op": op, "before": before, "after": after, "cause": cause}
+        previous = current
+
+    def scan_until(limit: int) -> Iterator[dict[str, Any]]:
+        nonlocal next_tick
+        while next_tick <= limit:
+            version = ns.version
+            ns.scan(next_tick)
+            if ns.version != version:
+                yield from changes(next_tick, 1, None, "expired")
+            next_tick += ns.tick_interval
+
+    for row in rows:
+        ts = row["ts"]
+        if ts > until:
+            break
+        yield from scan_until(ts - 1)
+        version = ns.version
+        outcome = ns.apply(builder.record(row))
+        if ns.version != version:
+            yield from changes(ts, 0, row["record_rank"], outcome.cause)
+        if row["kind"] == "namesrv_start":
+            next_tick = ns.first_tick
+    yield from scan_until(until)

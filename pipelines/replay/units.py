@@ -1,0 +1,133 @@
+"""Replay units: which broker groups of one NameServer can be replayed independently.
+
+The unit of parallelism is (NameServer, broker group). Groups interact only through shared keys, so
+a unit is a connected component of brokerNames linked by anything that makes one group's request
+touch another group's entries (semantics spec §1, §2, §5):
+
+* the same broker address under two brokerNames (live/filter entries are keyed by address; expiry and
+  channel close walk ``addrs`` to "the first BrokerData holding that address");
+* the same connection carrying registrations of two brokerNames (a channel close looks up "the first
+  live entry" whose stored connection is the closing one);
+* one brokerName registered under two clusters (4.9 removes it from "the first cluster set
+  containing it"): every group of those clusters joins the unit;
+* a REGISTER_TOPIC body naming several brokerNames (it stops at the first one unknown to ``addrs``).
+
+Inside a unit every "first … in Java iteration order" decision involves only the unit's own keys,
+and their relative order depends only on hash, insertion order and table capacity. Capacity is the
+one global input: when a NameServer's tables could outgrow their initial capacity (more brokerNames,
+live entries or clusters than the resize threshold) *and* some unit holds more than one group, the
+whole NameServer becomes one unit, so the result stays exact.
+
+Requests without a group of their own go to every unit (namesrv_start, DELETE_TOPIC) or to a
+dedicated unit (the ORDER_TOPIC_CONFIG KV store); requests naming an address, a connection or a
+brokerName that no group ever used cannot change anything and are not replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+KV_UNIT = "~kv"
+BROADCAST = "*"
+
+# Resize thresholds (entries) above which Java iteration order could change (spec §1).
+#   4.9 HashMap: addrs 128, live 256, clusters 32, resized when size > 0.75 x capacity.
+#   5.x ConcurrentHashMap: tables of 256 / 512 / 64, resized when size reaches 0.75 x capacity.
+CAPACITY_LIMITS = {
+    "rocketmq-4.9": {"broker_names": 96, "live_keys": 192, "clusters": 24},
+    "rocketmq-5": {"broker_names": 191, "live_keys": 383, "clusters": 47},
+}
+
+
+@dataclass(frozen=True)
+class Membership:
+    """One (brokerName, address, connection, cluster) fact seen in a NameServer's requests."""
+
+    broker_name: str
+    broker_addr: str | None = None
+    conn: str | None = None
+    cluster: str | None = None
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+@dataclass(frozen=True)
+class UnitMap:
+    """Where each request of one NameServer goes. Unit ids are the smallest brokerName of the unit."""
+
+    by_broker_name: dict[str, str]
+    by_addr: dict[str, str]
+    by_conn: dict[str, str]
+    whole_namesrv: bool
+
+    def units(self) -> set[str]:
+        return set(self.by_broker_name.values()) | {KV_UNIT}
+
+
+def assign_units(facts: Iterable[Membership], *, topic_groups: Iterable[tuple[str, ...]] = (), profiles: Iterable[str] = ("rocketmq-5",)) -> UnitMap:
+    """Group the brokerNames of one NameServer into replay units (see module docstring).
+
+    ``topic_groups``: the brokerNames named together by each REGISTER_TOPIC body; ``profiles``: every
+    profile the NameServer ran under in the window (the stricter capacity limits apply).
+    """
+    facts = list(facts)
+    uf = _UnionFind()
+    by_addr: dict[str, str] = {}
+    by_conn: dict[str, str] = {}
+    clusters_of: dict[str, set[str]] = {}
+    members: dict[str, set[str]] = {}
+    live_keys: set[tuple[str | None, str]] = set()
+    for f in facts:
+        uf.find(f.broker_name)
+        if f.broker_addr is not None:
+            uf.union(f.broker_name, by_addr.setdefault(f.broker_addr, f.broker_name))
+            live_keys.add((f.cluster, f.broker_addr))
+        if f.conn is not None:
+            uf.union(f.broker_name, by_conn.setdefault(f.conn, f.broker_name))
+        if f.cluster is not None:
+            clusters_of.setdefault(f.broker_name, set()).add(f.cluster)
+            members.setdefault(f.cluster, set()).add(f.broker_name)
+    for names in topic_groups:
+        for name in names[1:]:
+            uf.union(names[0], name)
+    for name, clusters in clusters_of.items():
+        if len(clusters) > 1:
+            for cluster in clusters:
+                for other in members[cluster]:
+                    uf.union(name, other)
+
+    names = sorted(uf.parent)
+    shared = len({uf.find(n) for n in names}) < len(names)
+    limits = [CAPACITY_LIMITS[p] for p in set(profiles) if p in CAPACITY_LIMITS] or [CAPACITY_LIMITS["rocketmq-5"]]
+    outgrows = any(
+        len(names) > lim["broker_names"] or len(live_keys) > lim["live_keys"] or len(members) > lim["clusters"] for lim in limits
+    )
+    whole = shared and outgrows
+    if whole and names:
+        for name in names[1:]:
+            uf.union(names[0], name)
+    by_name = {n: uf.find(n) for n in names}
+    return UnitMap(
+        by_broker_name=by_name,
+        by_addr={a: by_name[n] for a, n in by_addr.items()},
+        by_conn={c: by_name[n] for c, n in by_conn.items()},
+        whole_namesrv=whole,
+    )

@@ -1,0 +1,239 @@
+"""Gold: the route history of every NameServer, as validity intervals, a change log, keyframes and
+the scan-tick grid, plus the publish log that says which versions readers may use.
+
+Keys are split so that every row belongs to one broker group's replay unit: cluster membership is a
+row per (cluster, brokerName), topic routes a row per (topic, brokerName). A value is valid for
+``valid_from <= t < valid_to`` (``valid_to`` null: still valid at the end of the covered range), so the
+state "at t" (after every record with ts <= t and every tick <= t) is the rows with
+``valid_from <= t AND (valid_to IS NULL OR t < valid_to)``.
+"""
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from nsreplay.storage import TableSpec
+
+_str = StringType()
+_long = LongType()
+
+
+def _interval(fields: list[StructField]) -> list[StructField]:
+    return (
+        [StructField("namesrv", _str, False)]
+        + fields
+        + [
+            StructField("valid_from", _long, False),
+            StructField("valid_to", _long, True),
+            StructField("start_cause", _str, False),
+            StructField("end_cause", _str, True),
+            StructField("run_id", _str, False),
+        ]
+    )
+
+
+TOPIC_QUEUE_INTERVALS = TableSpec(
+    name="gold.topic_queue_intervals",
+    schema=StructType(
+        _interval(
+            [
+                StructField("topic", _str, False),
+                StructField("broker_name", _str, False),
+                StructField("read_queue_nums", IntegerType(), False),
+                StructField("write_queue_nums", IntegerType(), False),
+                StructField("perm", IntegerType(), False),
+                StructField("topic_sys_flag", IntegerType(), False),
+            ]
+        )
+    ),
+    partition_by=("namesrv",),
+    description="topicQueueTable: one QueueData per (topic, brokerName) and validity interval.",
+)
+
+BROKER_ADDR_INTERVALS = TableSpec(
+    name="gold.broker_addr_intervals",
+    schema=StructType(
+        _interval(
+            [
+                StructField("broker_name", _str, False),
+                StructField("cluster", _str, False),
+                StructField("broker_addrs", MapType(_long, _str), False),
+                StructField("enable_acting_master", BooleanType(), True),
+                StructField("zone_name", _str, True),
+            ]
+        )
+    ),
+    partition_by=("namesrv",),
+    description="brokerAddrTable: one BrokerData per brokerName and validity interval.",
+)
+
+CLUSTER_ADDR_INTERVALS = TableSpec(
+    name="gold.cluster_addr_intervals",
+    schema=StructType(_interval([StructField("cluster", _str, False), StructField("broker_name", _str, False)])),
+    partition_by=("namesrv",),
+    description="clusterAddrTable: a row per (cluster, brokerName) membership and validity interval.",
+)
+
+_LIVE_KEY = [
+    StructField("cluster", _str, True),  # null for 4.9, whose live table is keyed by address only
+    StructField("broker_addr", _str, False),
+]
+
+BROKER_LIVE_INTERVALS = TableSpec(
+    name="gold.broker_live_intervals",
+    schema=StructType(
+        _interval(
+            _LIVE_KEY
+            + [
+                StructField("last_update_ts", _long, False),
+                StructField("heartbeat_timeout_ms", _long, True),
+                StructField("dv_state_version", _long, False),
+                StructField("dv_timestamp", _long, False),
+                StructField("dv_counter", _long, False),
+                StructField("conn", _str, True),
+                StructField("ha_server_addr", _str, True),
+            ]
+        )
+    ),
+    partition_by=("namesrv",),
+    description="brokerLiveTable: one BrokerLiveInfo per live key and validity interval.",
+)
+
+FILTER_SERVER_INTERVALS = TableSpec(
+    name="gold.filter_server_intervals",
+    schema=StructType(_interval(_LIVE_KEY + [StructField("filter_servers", ArrayType(_str, False), False)])),
+    partition_by=("namesrv",),
+    description="filterServerTable: one filter-server list per live key and validity interval.",
+)
+
+ORDER_TOPIC_INTERVALS = TableSpec(
+    name="gold.order_topic_intervals",
+    schema=StructType(_interval([StructField("topic", _str, False), StructField("order_conf", _str, False)])),
+    partition_by=("namesrv",),
+    description="ORDER_TOPIC_CONFIG KV entries (survive restarts) by validity interval.",
+)
+
+INTERVAL_TABLES = {
+    "topicQueueTable": TOPIC_QUEUE_INTERVALS,
+    "brokerAddrTable": BROKER_ADDR_INTERVALS,
+    "clusterAddrTable": CLUSTER_ADDR_INTERVALS,
+    "brokerLiveTable": BROKER_LIVE_INTERVALS,
+    "filterServerTable": FILTER_SERVER_INTERVALS,
+    "orderTopicConf": ORDER_TOPIC_INTERVALS,
+}
+
+# Every change to every table, in the NameServer's order: (ts, phase, record_rank), phase 0 for a
+# record (record_rank its place in the NameServer's order), 1 for a scan tick. `tick_ts` is the first
+# scan tick whose state shows the change (the tick itself for expiries). Keys and values are
+# canonical JSON (see pipelines.replay.unit_replay).
+ROUTE_CHANGES = TableSpec(
+    name="gold.route_changes",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("ts", _long, False),
+            StructField("tick_ts", _long, True),
+            StructField("phase", IntegerType(), False),
+            StructField("record_rank", _long, True),
+            StructField("table", _str, False),
+            StructField("key", _str, False),
+            StructField("op", _str, False),
+            StructField("before", _str, True),
+            StructField("after", _str, True),
+            StructField("cause", _str, False),
+            StructField("run_id", _str, False),
+        ]
+    ),
+    partition_by=("namesrv",),
+    description="Per-change log of all route tables: (tick, table, key, op, before, after, cause).",
+)
+
+KEYFRAMES = TableSpec(
+    name="gold.keyframes",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("keyframe_ts", _long, False),
+            StructField("table", _str, False),
+            StructField("key", _str, False),
+            StructField("value", _str, False),
+            StructField("run_id", _str, False),
+        ]
+    ),
+    partition_by=("namesrv",),
+    description="Full snapshots of every table at a fixed cadence of scan ticks (canonical JSON rows).",
+)
+
+SCAN_TICKS = TableSpec(
+    name="gold.scan_ticks",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("tick_ts", _long, False),
+            StructField("epoch_start_ts", _long, False),
+            StructField("profile", _str, False),
+            StructField("removals", IntegerType(), False),
+            StructField("run_id", _str, False),
+        ]
+    ),
+    partition_by=("namesrv",),
+    description="Every scan tick of every NameServer in the covered range, with its epoch and expiries.",
+)
+
+NAMESRV_EPOCHS = TableSpec(
+    name="gold.namesrv_epochs",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("start_ts", _long, False),
+            StructField("end_ts", _long, False),
+            StructField("profile", _str, False),
+            StructField("config", MapType(_str, _str), False),
+            StructField("first_tick", _long, False),
+            StructField("tick_interval", _long, False),
+            StructField("run_id", _str, False),
+        ]
+    ),
+    partition_by=("namesrv",),
+    description="Each NameServer run between (re)starts: profile, settings and its scan-tick grid.",
+)
+
+PUBLISH_LOG = TableSpec(
+    name="gold.publish_log",
+    schema=StructType(
+        [
+            StructField("run_id", _str, False),
+            StructField("published_ms", _long, False),
+            StructField("window_from", _long, False),
+            StructField("window_to", _long, False),
+            StructField(
+                "namesrvs",
+                ArrayType(
+                    StructType(
+                        [
+                            StructField("namesrv", _str, False),
+                            StructField("from_ts", _long, False),
+                            StructField("to_ts", _long, False),
+                            StructField("profile", _str, False),
+                        ]
+                    ),
+                    False,
+                ),
+                False,
+            ),
+            StructField("table_versions", MapType(_str, _long), False),
+            StructField("row_counts", MapType(_str, _long), False),
+            StructField("quality", _str, False),
+        ]
+    ),
+    description="One row per published run: readers use only the table versions named here.",
+)
+
+GOLD_TABLES = tuple(INTERVAL_TABLES.values()) + (ROUTE_CHANGES, KEYFRAMES, SCAN_TICKS, NAMESRV_EPOCHS, PUBLISH_LOG)
