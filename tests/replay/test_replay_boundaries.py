@@ -1,0 +1,198 @@
+"""Boundary cases through the whole pipeline (ingest → Spark replay units → gold → published read),
+each on a NameServer of its own in one capture, checked against the model at every tick and against
+the spec's facts at the instants that matter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from differential import compare_every_tick
+from nsreplay.config import load_settings
+from nsreplay.history import PublishedHistory
+from nsreplay.model.records import (
+    broker_heartbeat,
+    channel,
+    conn_of,
+    namesrv_start,
+    register_broker,
+    request,
+    unregister_broker,
+)
+from nsreplay.storage import Warehouse
+from pipelines.ingest.run import run_ingest
+from pipelines.replay.run import run_replay
+from schemas.gold import NAMESRV_EPOCHS
+
+S = 1732147200000
+END = S + 300_000
+NS_TICK_ORDER = "10.0.1.1:9876"  # 4.9: records at a tick's ts come before its scan; strict 120 s rule
+NS_TIMEOUT = "10.0.1.2:9876"  # 5.x: per-broker heartbeatTimeoutMillis, 904 on a tick
+NS_SHARED_ADDR = "10.0.1.3:9876"  # 4.9: one address under two brokerNames
+NS_STALE_CLOSE = "10.0.1.4:9876"  # 5.x: only the stored connection destroys
+NS_RESTART = "10.0.1.5:9876"  # 5.x: restart empties the tables, keeps the KV, restarts the grid
+NS_DELETE_49 = "10.0.1.6:9876"  # 4.9: DELETE_TOPIC stays until the dv changes; by cluster
+NS_DELETE_5 = "10.0.1.7:9876"  # 5.x: DELETE_TOPIC comes back at the next registration
+NS_TWO_CLUSTERS = "10.0.1.8:9876"  # 4.9: one brokerName in two clusters
+NS_ACTING = "10.0.1.9:9876"  # 5.x: acting master with supportActingMaster
+
+
+def scenarios() -> list[dict]:
+    r: list[dict] = []
+    five = {"scanNotActiveBrokerInterval": 5000}
+    # (5.x rejects a first registration whose body holds exactly one topic, spec §2 step 5: every
+    # 5.x broker here reports TBW102 too, as real brokers report their system topics.)
+
+    # 4.9 ticks at S + 5000 + k*10000. b-c registered at S+4999 expires at S+125000 (124999 < 125000);
+    # b-b at S+5000 survives that tick (125000 < 125000 is false); b-a re-registers exactly at
+    # S+125000, which is applied before that tick's scan, so it survives although 124999 < 125000.
+    ns = NS_TICK_ORDER
+    r.append(namesrv_start(S, "4.9.4", {}, namesrv=ns))
+    r.append(register_broker(S + 4999, cluster="c", name="b-a", addr="10.1.0.1:10911", topics=["t1"], five=False, namesrv=ns))
+    r.append(register_broker(S + 5000, cluster="c", name="b-b", addr="10.1.0.2:10911", topics=["t1"], five=False, namesrv=ns))
+    r.append(register_broker(S + 4999, cluster="c", name="b-c", addr="10.1.0.3:10911", topics=["t2"], five=False, namesrv=ns))
+    r.append(register_broker(S + 125000, cluster="c", name="b-a", addr="10.1.0.1:10911", topics=["t1"], five=False, namesrv=ns))
+
+    # 5.x ticks at S + 5 + k*5000; a broker with a 10 s timeout registers on a tick, heartbeats (904)
+    # on a later tick, then goes silent: 10005 + 10000 < 20005 is false, < 25005 is true.
+    ns = NS_TIMEOUT
+    r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
+    r.append(register_broker(S + 5, cluster="c", name="b-t", addr="10.2.0.1:10911", topics=["t", "TBW102"], enable_acting_master=True, heartbeat_timeout=10000, namesrv=ns))
+    r.append(broker_heartbeat(S + 10005, cluster="c", name="b-t", addr="10.2.0.1:10911", namesrv=ns))
+    r.append(register_broker(S + 7, cluster="c", name="b-long", addr="10.2.0.2:10911", topics=["t", "TBW102"], namesrv=ns))
+
+    # 4.9: broker-z and broker-a both hold 10.3.0.1 as id 0 (misconfiguration); when it expires, the
+    # first BrokerData in Java order loses it. broker-q is independent and keeps heartbeating.
+    ns = NS_SHARED_ADDR
+    r.append(namesrv_start(S, "4.9.4", {}, namesrv=ns))
+    r.append(register_broker(S + 1000, cluster="c", name="broker-z", addr="10.3.0.1:10911", topics=["tz"], five=False, namesrv=ns))
+    r.append(register_broker(S + 2000, cluster="c", name="broker-a", addr="10.3.0.1:10911", topics=["ta"], five=False, namesrv=ns))
+    r.append(register_broker(S + 2000, cluster="c", name="broker-a", addr="10.3.0.2:10911", broker_id=1, topics=["ta"], five=False, namesrv=ns))
+    for k in range(0, 9):
+        r.append(register_broker(S + 3000 + k * 30000, cluster="c", name="broker-q", addr="10.3.0.9:10911", topics=["tq"], five=False, namesrv=ns))
+        r.append(register_broker(S + 3001 + k * 30000, cluster="c", name="broker-a", addr="10.3.0.2:10911", broker_id=1, topics=["ta"], five=False, namesrv=ns))
+
+    # 5.x: b-s re-registers on a new connection; a CLOSE of the old one changes nothing, an IDLE of
+    # the stored one destroys it at once.
+    ns = NS_STALE_CLOSE
+    addr = "10.4.0.1:10911"
+    r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
+    r.append(register_broker(S + 100, cluster="c", name="b-s", addr=addr, topics=["t", "TBW102"], conn=conn_of(addr, 0), namesrv=ns))
+    r.append(register_broker(S + 30100, cluster="c", name="b-s", addr=addr, topics=["t", "TBW102"], conn=conn_of(addr, 1), namesrv=ns))
+    r.append(channel(S + 40000, "CLOSE", conn_of(addr, 0), namesrv=ns))
+    r.append(register_broker(S + 60100, cluster="c", name="b-s", addr=addr, topics=["t", "TBW102"], conn=conn_of(addr, 1), namesrv=ns))
+    r.append(channel(S + 70000, "IDLE", conn_of(addr, 1), namesrv=ns))
+    r.append(channel(S + 75000, "CLOSE", "10.9.9.9:1234#client", namesrv=ns))
+
+    # 5.x restart: the KV survives, routes do not; the grid restarts at the new start.
+    ns = NS_RESTART
+    r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
+    r.append(register_broker(S + 100, cluster="c", name="b-r", addr="10.5.0.1:10911", topics=["t", "TBW102"], namesrv=ns))
+    r.append(request(S + 200, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "t", "value": "b-r:4"}, namesrv=ns))
+    r.append(namesrv_start(S + 60001, "5.3.3", {"scanNotActiveBrokerInterval": 7000}, namesrv=ns))
+    r.append(register_broker(S + 90000, cluster="c", name="b-r", addr="10.5.0.1:10911", topics=["t", "TBW102"], namesrv=ns))
+
+    # DELETE_TOPIC: 4.9 keeps it deleted while the dv is unchanged (5.x brings it back); deleting by
+    # cluster touches only that cluster's brokerNames.
+    for ns, version, is_five in ((NS_DELETE_49, "4.9.4", False), (NS_DELETE_5, "5.3.3", True)):
+        r.append(namesrv_start(S, version, five if is_five else {}, namesrv=ns))
+        for k in range(0, 9):
+            r.append(register_broker(S + 100 + k * 30000, cluster="c1", name="b-1", addr="10.6.0.1:10911", topics=["t", "shared", "TBW102"], five=is_five, namesrv=ns))
+            r.append(register_broker(S + 200 + k * 30000, cluster="c2", name="b-2", addr="10.6.0.2:10911", topics=["shared", "TBW102"], five=is_five, namesrv=ns))
+        r.append(request(S + 45000, 216, {"topic": "t"}, namesrv=ns))
+        r.append(request(S + 46000, 216, {"topic": "shared", "clusterName": "c1"}, namesrv=ns))
+
+    # 4.9: broker-m registers in two clusters; when it expires it leaves the first cluster set only.
+    ns = NS_TWO_CLUSTERS
+    r.append(namesrv_start(S, "4.9.4", {}, namesrv=ns))
+    r.append(register_broker(S + 100, cluster="alpha", name="broker-m", addr="10.8.0.1:10911", topics=["t"], five=False, namesrv=ns))
+    r.append(register_broker(S + 200, cluster="beta", name="broker-m", addr="10.8.0.1:10911", topics=["t"], five=False, namesrv=ns))
+    for k in range(0, 9):
+        r.append(register_broker(S + 300 + k * 30000, cluster="alpha", name="broker-x", addr="10.8.0.2:10911", topics=["t"], five=False, namesrv=ns))
+        r.append(register_broker(S + 400 + k * 30000, cluster="beta", name="broker-y", addr="10.8.0.3:10911", topics=["t"], five=False, namesrv=ns))
+
+    # 5.x acting master: the master leaves, its slave answers as id 0 with the write bit cleared.
+    ns = NS_ACTING
+    r.append(namesrv_start(S, "5.3.3", {**five, "supportActingMaster": True}, namesrv=ns))
+    for k in range(0, 9):
+        r.append(register_broker(S + 100 + k * 30000, cluster="c", name="b-h", addr="10.9.0.1:10911", topics=["t", "TBW102"], enable_acting_master=True, namesrv=ns))
+        r.append(register_broker(S + 150 + k * 30000, cluster="c", name="b-h", addr="10.9.0.2:10911", broker_id=1, topics=["t", "TBW102"], enable_acting_master=True, namesrv=ns))
+    r.append(unregister_broker(S + 100001, cluster="c", name="b-h", addr="10.9.0.1:10911", namesrv=ns))
+
+    for i, record in enumerate(sorted(r, key=lambda x: (x["namesrv"], x["ts"]))):
+        record["seq"] = i
+    # everything ends at the same instant: each NameServer's last record is a read-only query
+    r += [request(END, 105, {"topic": "t"}, namesrv=ns, seq=10_000 + i) for i, ns in enumerate({x["namesrv"] for x in r})]
+    return r
+
+
+@pytest.fixture(scope="module")
+def published(spark, tmp_path_factory) -> tuple[Path, str]:
+    capture = tmp_path_factory.mktemp("boundaries")
+    records = scenarios()
+    half = len(records) // 2  # two files, records of one NameServer split across them
+    (capture / "b.jsonl").write_text("".join(json.dumps(x) + "\n" for x in records[:half]))
+    (capture / "a.jsonl").write_text("".join(json.dumps(x) + "\n" for x in records[half:]))
+    root = str(tmp_path_factory.mktemp("boundaries-wh"))
+    warehouse = Warehouse(root, spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "b-ingest")
+    run_replay(spark, warehouse, load_settings(), "b-replay")
+    return capture, root
+
+
+def test_every_tick_matches_the_model(published) -> None:
+    compared, mismatches, notes = compare_every_tick(*published)
+    assert compared > 400
+    assert mismatches == 0, "\n".join(notes)
+
+
+def live_addrs(history: PublishedHistory, ns: str, t: int) -> set[str]:
+    return {k if isinstance(k, str) else k[1] for k in history.snapshot_at(ns, t).brokerLiveTable}
+
+
+def test_records_at_a_tick_come_before_its_scan_and_the_rule_is_strict(published) -> None:
+    h = PublishedHistory(published[1])
+    assert live_addrs(h, NS_TICK_ORDER, S + 124999) == {"10.1.0.1:10911", "10.1.0.2:10911", "10.1.0.3:10911"}
+    assert live_addrs(h, NS_TICK_ORDER, S + 125000) == {"10.1.0.1:10911", "10.1.0.2:10911"}
+    assert live_addrs(h, NS_TICK_ORDER, S + 135000) == {"10.1.0.1:10911"}
+
+
+def test_per_broker_timeout_and_heartbeat_on_a_tick(published) -> None:
+    h = PublishedHistory(published[1])
+    assert "10.2.0.1:10911" in live_addrs(h, NS_TIMEOUT, S + 20005)
+    assert "10.2.0.1:10911" not in live_addrs(h, NS_TIMEOUT, S + 25005)
+    assert "10.2.0.2:10911" in live_addrs(h, NS_TIMEOUT, S + 25005)
+
+
+def test_only_the_stored_connection_destroys(published) -> None:
+    h = PublishedHistory(published[1])
+    assert live_addrs(h, NS_STALE_CLOSE, S + 40000) == {"10.4.0.1:10911"}
+    assert live_addrs(h, NS_STALE_CLOSE, S + 70000) == set()
+    assert h.route_at(NS_STALE_CLOSE, "t", S + 70000).code == 17
+
+
+def test_restart_empties_routes_keeps_the_kv_and_restarts_the_grid(published) -> None:
+    h = PublishedHistory(published[1])
+    before, after = h.snapshot_at(NS_RESTART, S + 60000), h.snapshot_at(NS_RESTART, S + 60001)
+    assert before.brokerAddrTable and not after.brokerAddrTable and not after.topicQueueTable
+    assert dict(after.orderTopicConf) == {"t": "b-r:4"}
+    epochs = sorted((e["start_ts"], e["first_tick"], e["tick_interval"]) for e in h.rows(NAMESRV_EPOCHS, NS_RESTART))
+    assert epochs == [(S, S + 5, 5000), (S + 60001, S + 60006, 7000)]
+
+
+def test_delete_topic_reappearance_differs_by_profile(published) -> None:
+    h = PublishedHistory(published[1])
+    assert h.route_at(NS_DELETE_49, "t", S + 200000).code == 17
+    assert h.route_at(NS_DELETE_5, "t", S + 200000).code == 0
+    for ns in (NS_DELETE_49, NS_DELETE_5):
+        shared = h.snapshot_at(ns, S + 46000).topicQueueTable["shared"]
+        assert set(shared) == {"b-2"}
+
+
+def test_master_leaving_an_acting_master_group(published) -> None:
+    h = PublishedHistory(published[1])
+    answer = json.loads(h.route_at(NS_ACTING, "t", S + 100001).body)
+    assert answer["brokerDatas"][0]["brokerAddrs"] == {"0": "10.9.0.2:10911"}
+    assert answer["queueDatas"][0]["perm"] == 4
