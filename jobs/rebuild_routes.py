@@ -4,7 +4,8 @@
     ./spark-submit.sh jobs/rebuild_routes.py --captures PATH --warehouse DIR [--from TIME] [--to TIME]
 
 With no arguments it generates the demo capture (seeded, deterministic) under ``captures/demo`` and
-works on it in ``./warehouse``. A thin shell: every step lives in ``pipelines``.
+works on it in ``./warehouse``: ingest (bronze/silver) → replay (gold route history) → publish.
+A thin shell: every step lives in ``pipelines``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from nsreplay.config import load_settings
 from nsreplay.runtime import UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestQualityError, run_ingest
+from pipelines.replay.run import run_replay
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -62,10 +64,17 @@ def main(argv: list[str] | None = None) -> int:
         raise
     print(ingest.summary())
     print(ingest.quality.text() if ingest.quality else "data quality: nothing new to check")
-    print(f"captured records span {format_ms(ingest.window[0])} .. {format_ms(ingest.window[1])}")
+    replay = run_replay(spark, warehouse, settings, run_id, window_from=args.window_from, window_to=args.window_to)
+    print(replay.summary())
+    print(f"published run {run_id}: window {format_ms(replay.window_from)} .. {format_ms(replay.window_to)}")
+    for namesrv, (start, end, profile) in sorted(replay.namesrvs.items()):
+        print(f"  {namesrv:<22} {profile:<13} {format_ms(start)} .. {format_ms(end)}")
     print(f"warehouse: {warehouse_root} (backend {warehouse.backend_name})")
-    print("route replay and publish: not built yet (issue #3); silver tables are ready for it.")
-    print(f"query: .venv/bin/python -c \"from nsreplay.storage import Warehouse; ...\"  or see notebooks/README.md")
+    example_ns = sorted(replay.namesrvs)[0]
+    print("query it:")
+    print(f"  .venv/bin/python -c \"from nsreplay.history import PublishedHistory as H; h = H('{warehouse_root}'); "
+          f"print(h.route_at('{example_ns}', 'TBW102', {replay.window_to}).body)\"")
+    print("  SQL views and more examples: notebooks/README.md")
     return 0
 
 

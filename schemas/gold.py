@@ -205,6 +205,26 @@ NAMESRV_EPOCHS = TableSpec(
     description="Each NameServer run between (re)starts: profile, settings and its scan-tick grid.",
 )
 
+ROUTE_FIDELITY = TableSpec(
+    name="gold.route_fidelity",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("ts", _long, False),
+            StructField("topic", _str, False),
+            StructField("request_version", IntegerType(), True),
+            StructField("captured_code", IntegerType(), False),
+            StructField("rebuilt_code", IntegerType(), False),
+            StructField("match", BooleanType(), False),
+            StructField("captured", _str, True),
+            StructField("rebuilt", _str, True),
+            StructField("run_id", _str, False),
+        ]
+    ),
+    partition_by=("namesrv",),
+    description="Captured GET_ROUTEINFO_BY_TOPIC answers against the rebuilt route at that instant.",
+)
+
 PUBLISH_LOG = TableSpec(
     name="gold.publish_log",
     schema=StructType(
@@ -236,4 +256,4 @@ PUBLISH_LOG = TableSpec(
     description="One row per published run: readers use only the table versions named here.",
 )
 
-GOLD_TABLES = tuple(INTERVAL_TABLES.values()) + (ROUTE_CHANGES, KEYFRAMES, SCAN_TICKS, NAMESRV_EPOCHS, PUBLISH_LOG)
+GOLD_TABLES = tuple(INTERVAL_TABLES.values()) + (ROUTE_CHANGES, KEYFRAMES, SCAN_TICKS, NAMESRV_EPOCHS, ROUTE_FIDELITY, PUBLISH_LOG)

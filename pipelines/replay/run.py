@@ -28,7 +28,8 @@ from nsreplay.config import Settings
 from nsreplay.storage import CommitInfo, Warehouse
 from pipelines.replay.history import epochs, epochs_frame, generic_intervals, keyframes, scan_ticks, typed_intervals, with_tick
 from pipelines.replay.transforms import namesrv_origins, ranked_events, replay_units, route_changing, unit_maps, with_first_bodies, with_units
-from schemas.gold import GOLD_TABLES, KEYFRAMES, NAMESRV_EPOCHS, PUBLISH_LOG, ROUTE_CHANGES, SCAN_TICKS
+from pipelines.replay.fidelity import fidelity
+from schemas.gold import GOLD_TABLES, KEYFRAMES, NAMESRV_EPOCHS, PUBLISH_LOG, ROUTE_CHANGES, ROUTE_FIDELITY, SCAN_TICKS
 from schemas.silver import EVENTS, TOPIC_CONFIGS
 
 JOB = "replay"
@@ -47,6 +48,7 @@ class ReplayResult:
     units: int
     changes: int
     ticks: int
+    fidelity: dict[str, int]
     row_counts: dict[str, int]
     table_versions: dict[str, int]
     seconds: float
@@ -57,7 +59,8 @@ class ReplayResult:
             f"replay {self.run_id}: {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
             f"{self.ticks} scan ticks, {self.changes} changes, "
             f"{self.row_counts.get('gold.topic_queue_intervals', 0)} topic-route intervals, "
-            f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; {self.seconds:.1f} s"
+            f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; captured route answers: "
+            f"{self.fidelity['matched']} match the rebuild, {self.fidelity['mismatched']} do not (gold.route_fidelity); {self.seconds:.1f} s"
         )
 
 
@@ -108,6 +111,7 @@ def run_replay(
                 "namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")
             ),
             KEYFRAMES.name: keyframes(generic, ticks, replay_cfg.keyframe_every_ticks, run_id),
+            ROUTE_FIDELITY.name: fidelity(events, generic, epoch_df, run_id),
             **typed_intervals(generic, run_id),
         }
         commit = CommitInfo(run_id=run_id, job=JOB, window_from=covered_from, window_to=covered_to)
@@ -126,7 +130,13 @@ def run_replay(
             ns: (max(origins[ns], covered_from), covered_to, next(e.profile for e in reversed(grid) if e.namesrv == ns))
             for ns in origins
         }
-        quality = {"changes_by_cause": {r.cause: r["count"] for r in changes.groupBy("cause").count().collect()}, "units": sum(len(m.units()) for m in maps.values())}
+        checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name]).groupBy("match").count().collect()
+        fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
+        quality = {
+            "changes_by_cause": {r.cause: r["count"] for r in changes.groupBy("cause").count().collect()},
+            "units": sum(len(m.units()) for m in maps.values()),
+            "fidelity": {"matched": fidelity_counts.get("matched", 0), "mismatched": fidelity_counts.get("mismatched", 0)},
+        }
         publish = spark.createDataFrame(
             [(run_id, int(time.time() * 1000), covered_from, covered_to,
               [(ns, f, t, p) for ns, (f, t, p) in sorted(coverage.items())], versions, counts, json.dumps(quality, sort_keys=True))],
@@ -141,6 +151,7 @@ def run_replay(
             units=quality["units"],
             changes=counts[ROUTE_CHANGES.name],
             ticks=counts[SCAN_TICKS.name],
+            fidelity=quality["fidelity"],
             row_counts=counts,
             table_versions=versions,
             seconds=time.time() - started,

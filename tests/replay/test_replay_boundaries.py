@@ -4,6 +4,7 @@ the spec's facts at the instants that matter."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from differential import compare_every_tick
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory
+from nsreplay.model import route_info, state_at
 from nsreplay.model.records import (
     broker_heartbeat,
     channel,
@@ -24,7 +26,7 @@ from nsreplay.model.records import (
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import run_replay
-from schemas.gold import NAMESRV_EPOCHS
+from schemas.gold import NAMESRV_EPOCHS, ROUTE_FIDELITY
 
 S = 1732147200000
 END = S + 300_000
@@ -121,6 +123,17 @@ def scenarios() -> list[dict]:
         r.append(register_broker(S + 150 + k * 30000, cluster="c", name="b-h", addr="10.9.0.2:10911", broker_id=1, topics=["t", "TBW102"], enable_acting_master=True, namesrv=ns))
     r.append(unregister_broker(S + 100001, cluster="c", name="b-h", addr="10.9.0.1:10911", namesrv=ns))
 
+    # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
+    # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".
+    ns, at = NS_DELETE_5, S + 250_000
+    truth = route_info(state_at(r, ns, at, default_profile="rocketmq-5"), "t", request_version=121)
+    r.append(request(at, 105, {"topic": "t"}, conn="10.7.7.7:4444#client", opaque=77, version=121, namesrv=ns))
+    r.append({"namesrv": ns, "ts": at + 1, "kind": "response", "code": truth.code, "opaque": 77, "conn": "10.7.7.7:4444#client",
+              "body_b64": base64.b64encode(truth.body).decode()})
+    r.append(request(at + 10, 105, {"topic": "t"}, conn="10.7.7.7:4444#client", opaque=78, version=401, namesrv=ns))
+    r.append({"namesrv": ns, "ts": at + 11, "kind": "response", "code": 17, "opaque": 78, "conn": "10.7.7.7:4444#client",
+              "remark": "No topic route info in name server for the topic: t"})
+
     for i, record in enumerate(sorted(r, key=lambda x: (x["namesrv"], x["ts"]))):
         record["seq"] = i
     # everything ends at the same instant: each NameServer's last record is a read-only query
@@ -196,3 +209,10 @@ def test_master_leaving_an_acting_master_group(published) -> None:
     answer = json.loads(h.route_at(NS_ACTING, "t", S + 100001).body)
     assert answer["brokerDatas"][0]["brokerAddrs"] == {"0": "10.9.0.2:10911"}
     assert answer["queueDatas"][0]["perm"] == 4
+
+
+def test_captured_route_answers_are_checked_against_the_rebuild(spark, published) -> None:
+    warehouse = Warehouse(published[1], spark, "delta-rs")
+    rows = warehouse.read(ROUTE_FIDELITY).select("namesrv", "ts", "topic", "request_version", "captured_code", "rebuilt_code", "match").collect()
+    got = sorted((r.namesrv, r.ts - S, r.topic, r.request_version, r.captured_code, r.rebuilt_code, r.match) for r in rows)
+    assert got == [(NS_DELETE_5, 250_000, "t", 121, 0, 0, True), (NS_DELETE_5, 250_010, "t", 401, 17, 0, False)]
