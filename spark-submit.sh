@@ -35,8 +35,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   [ "${args[$i]}" = "--master" ] && master="${args[$((i + 1))]:-}"
 done
 case "$master" in
-  local*) ;;
-  *)
+  local|local\[*) ;;
+  *)  # a cluster, or local-cluster[...] (separate executor JVMs): ship the code
     mkdir -p "$NSREPLAY_ROOT/dist"
     (cd "$NSREPLAY_ROOT" && rm -f dist/nsreplay-code.zip && "$VENV/bin/python" -m zipfile -c dist/nsreplay-code.zip nsreplay pipelines schemas >/dev/null)
     extra+=(--py-files "$NSREPLAY_ROOT/dist/nsreplay-code.zip")

@@ -32,6 +32,7 @@ class IngestBench:
     distinct_bodies: int
     driver_python_peak_mb: float
     driver_jvm_peak_mb: float | None
+    stages: dict[str, float]
 
     @property
     def ratio(self) -> float:
@@ -44,6 +45,7 @@ class IngestBench:
                 f"floor  (Spark reads the files as text and counts lines): {self.floor_seconds:.1f} s",
                 f"ingest (bronze + silver + quarantine + quality):          {self.ingest_seconds:.1f} s",
                 f"ratio ingest / floor: {self.ratio:.2f}; {self.lines / self.ingest_seconds:,.0f} lines/s",
+                "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stages.items()),
                 f"accepted {self.accepted}, duplicates {self.duplicates}, quarantined {self.quarantined}",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
                 "json: " + json.dumps({**asdict(self), "ratio": round(self.ratio, 3)}),
@@ -102,7 +104,149 @@ def bench_ingest(captures: str, *, warehouse: str | None = None, master: str | N
         distinct_bodies=bodies,
         driver_python_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         driver_jvm_peak_mb=_jvm_peak_mb(spark),
+        stages=result.stages,
     )
 
 
-__all__ = ["IngestBench", "bench_ingest"]
+@dataclass(frozen=True)
+class RebuildBench:
+    files: int
+    capture_bytes: int
+    lines: int
+    floor_seconds: float
+    ingest_seconds: float
+    replay_seconds: float
+    changes: int
+    sampled_ticks: int
+    mismatched_ticks: int
+    oracle_seconds: float
+    driver_python_peak_mb: float
+    driver_jvm_peak_mb: float | None
+    stages: dict[str, float]
+
+    @property
+    def end_to_end_seconds(self) -> float:
+        return self.ingest_seconds + self.replay_seconds
+
+    @property
+    def ratio(self) -> float:
+        return self.end_to_end_seconds / self.floor_seconds if self.floor_seconds else float("inf")
+
+    def report(self) -> str:
+        return "\n".join(
+            [
+                f"capture: {self.files} files, {self.capture_bytes / 1e6:.1f} MB on disk, {self.lines} lines",
+                f"floor (Spark reads the files as text and counts lines): {self.floor_seconds:.1f} s",
+                f"end to end: {self.end_to_end_seconds:.1f} s (ingest {self.ingest_seconds:.1f} s + replay and publish {self.replay_seconds:.1f} s)",
+                f"ratio end-to-end / floor: {self.ratio:.2f} (goal <= 2.5); {self.lines / self.end_to_end_seconds:,.0f} events/s; {self.changes} changes",
+                "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stages.items()),
+                f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)",
+                f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
+                "json: " + json.dumps({**asdict(self), "ratio": round(self.ratio, 3)}),
+            ]
+        )
+
+
+def _oracle_records(paths: list[str], namesrv: str):
+    """The records of one NameServer read straight from the capture files with ``json`` (independent
+    of the ingest), repeated body texts parsed once (a bench-day body is ~40 KB, sent 1M times)."""
+    import gzip
+
+    bodies: dict[str, object] = {}
+    marker = ',"body":'
+    needle = f'"namesrv":{json.dumps(namesrv)}'
+    for path in paths:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+            for line_no, line in enumerate(fh, start=1):
+                line = line.rstrip("\n")
+                if needle not in line.replace('": "', '":"'):
+                    continue
+                try:
+                    at = line.rfind(marker)
+                    tail = line[at + len(marker):-1] if at > 0 and line.endswith("}") else None
+                    if tail is not None and tail in bodies:
+                        record = json.loads(line[:at] + "}")
+                        record["body"] = bodies[tail]
+                    else:
+                        record = json.loads(line)
+                        if tail is not None and isinstance(record.get("body"), dict) and len(bodies) < 100_000:
+                            bodies[tail] = record["body"]
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and record.get("namesrv") == namesrv:
+                    record["_file"], record["_line"] = path, line_no
+                    yield record
+
+
+def _check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int) -> tuple[int, int]:
+    """Replay each NameServer with the reference model; compare the published state at ``samples``
+    ticks drawn at random (seeded) across all NameServers. Returns (sampled, mismatched)."""
+    import random
+
+    from nsreplay.history import PublishedHistory
+    from nsreplay.model import NamesrvReplay
+
+    settings = load_settings()
+    history = PublishedHistory(root)
+    coverage = history.coverage()
+    until = max(c.to_ts for c in coverage)
+    rng = random.Random(seed)
+    per_ns = max(1, samples // len(coverage)) if coverage else 0
+    sampled = mismatched = 0
+    for cov in coverage:
+        run = NamesrvReplay(cov.namesrv, _oracle_records(paths, cov.namesrv), default_profile=settings.replay.default_profile,
+                            default_config=settings.replay.default_config)
+        ticks = [state for state in run.run(until)]
+        for state in rng.sample(ticks, min(per_ns, len(ticks))):
+            sampled += 1
+            if history.snapshot_at(cov.namesrv, state.tick) != state.snapshot:
+                mismatched += 1
+    return sampled, mismatched
+
+
+def bench_rebuild(captures: str, *, warehouse: str | None = None, master: str | None = None, samples: int = 1000, seed: int = 1) -> RebuildBench:
+    """End-to-end ingest + replay + publish of ``captures`` against the read-as-text floor, then a
+    check of ``samples`` random ticks against the reference model (timed separately)."""
+    from nsreplay.storage import Warehouse
+    from pipelines.ingest.capture_files import list_capture_files
+    from pipelines.ingest.run import run_ingest
+    from pipelines.replay.run import run_replay
+
+    settings = load_settings()
+    spark = build_spark(settings, "nsreplay-bench-rebuild", master=master)
+    files = list_capture_files(resolve_path(captures))
+    paths = [f.path for f in files]
+    spark.range(1000).selectExpr("sum(id)").collect()  # warm-up
+
+    started = time.perf_counter()
+    lines = spark.read.text(paths).count()
+    floor = time.perf_counter() - started
+
+    scratch = warehouse or tempfile.mkdtemp(prefix="nsreplay-bench-")
+    try:
+        wh = Warehouse(scratch, spark, settings.warehouse.backend)
+        run_id = new_run_id("bench")
+        started = time.perf_counter()
+        ingested = run_ingest(spark, wh, settings, resolve_path(captures), run_id)
+        ingest_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        replay = run_replay(spark, wh, settings, run_id)
+        replay_seconds = time.perf_counter() - started
+        python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        jvm_peak = _jvm_peak_mb(spark)
+        started = time.perf_counter()
+        sampled, mismatched = _check_sampled_ticks(paths, scratch, samples, seed)
+        oracle_seconds = time.perf_counter() - started
+    finally:
+        if warehouse is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return RebuildBench(
+        files=len(files), capture_bytes=sum(f.size_bytes for f in files), lines=lines, floor_seconds=floor,
+        ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=sampled,
+        mismatched_ticks=mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
+        driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, "replay and publish": replay_seconds},
+    )
+
+
+__all__ = ["IngestBench", "RebuildBench", "bench_ingest", "bench_rebuild"]

@@ -3,6 +3,7 @@
     nsreplay generate --preset demo --out DIR      write a simulated capture (see nsreplay.generator)
     nsreplay ingest --captures PATH --warehouse DIR
     nsreplay bench ingest --captures PATH          ingest time vs. Spark reading the same files as text
+    nsreplay bench rebuild --preset bench-day      ingest + replay + publish vs. the same floor, model check
 
 Spark-backed commands run Spark in-process with ``conf/`` defaults (``spark-submit.sh`` is the way to
 run the jobs on a cluster).
@@ -11,6 +12,7 @@ run the jobs on a cluster).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from nsreplay.runtime import guarded
@@ -47,12 +49,40 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     ingest.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
     ingest.add_argument("--master", default=None, help="Spark master (default: conf)")
     ingest.set_defaults(func=_bench_ingest)
+    rebuild = bench.add_parser("rebuild", help="ingest + replay + publish vs. the read-as-text floor, with a reference-model check")
+    source = rebuild.add_mutually_exclusive_group(required=True)
+    source.add_argument("--captures", help="an existing capture directory")
+    source.add_argument("--preset", help="generate this preset first (e.g. bench-day) into --out")
+    rebuild.add_argument("--out", default="captures/bench", help="where --preset writes its capture (reused when present)")
+    rebuild.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
+    rebuild.add_argument("--samples", type=int, default=1000, help="ticks checked against the reference model")
+    rebuild.add_argument("--master", default=None)
+    rebuild.set_defaults(func=_bench_rebuild)
 
 
 def _bench_ingest(args: argparse.Namespace) -> int:
     from nsreplay.bench import bench_ingest
 
     print(bench_ingest(args.captures, warehouse=args.warehouse, master=args.master).report())
+    return 0
+
+
+def _bench_rebuild(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nsreplay.bench import bench_rebuild
+    from nsreplay.runtime import resolve_path
+
+    captures = args.captures
+    if args.preset:
+        from nsreplay.generator import generate, preset
+
+        out = Path(resolve_path(args.out)) / args.preset
+        manifest = out / "_manifest.json"
+        if not manifest.is_file() or json.loads(manifest.read_text()).get("preset") != args.preset:
+            print(generate(preset(args.preset), out).describe())
+        captures = str(out)
+    print(bench_rebuild(captures, warehouse=args.warehouse, master=args.master, samples=args.samples).report())
     return 0
 
 

@@ -73,6 +73,7 @@ class IngestResult:
     status: str
     seconds: float = 0.0
     window: tuple[int | None, int | None] = field(default=(None, None))
+    stages: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
@@ -81,6 +82,19 @@ class IngestResult:
             f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates} + quarantined {self.quarantined} "
             f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
         )
+
+
+class _Stopwatch:
+    """Seconds spent per named stage (reported by the run and the benchmark)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._last, 2)
+        self._last = now
 
 
 def _utc_date(ms: int) -> str:
@@ -120,10 +134,12 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
 
     ingest_date = _utc_date(started)
     ingest = settings.ingest
+    clock = _Stopwatch()
     if to_read:
         lines = read_capture_lines(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes))
         lines = lines.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date))
         warehouse.append(CAPTURES_RAW, lines, commit)
+    clock.lap("read files into bronze")
     bronze = warehouse.read(CAPTURES_RAW).where((F.col("ingest_date") == ingest_date) & (F.col("run_id") == run_id))
 
     rules = event_rules(min_ts=settings.quality.min_ts, max_ts=settings.quality.max_ts)
@@ -148,6 +164,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         events = new_events(events_all, _existing_record_ids(warehouse, events_all)).persist(StorageLevel.MEMORY_AND_DISK)
         bodies = new_bodies(parsed, warehouse.read(TOPIC_CONFIGS).select("body_id"), run_id).persist(StorageLevel.MEMORY_AND_DISK)
         n_events, n_bodies = events.count(), bodies.count()
+        clock.lap("parse, dedup, bodies")
         window = events.agg(F.min("ts"), F.max("ts")).first() if n_events else (None, None)
         lines_read = sum(by_status.values())
         accepted_total = by_status.get("accepted", 0)
@@ -163,6 +180,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             max_perm=settings.quality.max_perm,
             max_quarantine_ratio=settings.quality.max_quarantine_ratio,
         )
+        clock.lap("great expectations")
         warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), commit)
         status = "succeeded" if report.passed else "failed_quality"
         if report.passed:
@@ -173,6 +191,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "skipped", None, "already ingested") for f in skipped]
             if file_rows:
                 warehouse.append(INGEST_FILES, spark.createDataFrame(file_rows, INGEST_FILES.schema), commit)
+        clock.lap("write silver")
         result = IngestResult(
             run_id=run_id,
             files_seen=len(files),
@@ -188,6 +207,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             status=status,
             seconds=(time.time() * 1000 - started) / 1000,
             window=(window[0], window[1]),
+            stages=clock.laps,
         )
         run_row = [(
             run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,

@@ -1,0 +1,87 @@
+"""SQL access to the published route history for analysts (Spark SQL).
+
+    from nsreplay.sql import register_views
+    register_views(spark, "warehouse")
+    spark.sql("SELECT * FROM route_state(...)")   # see the views and examples below
+
+``register_views`` registers one temporary view per gold table, read at the version named by the
+latest publish row (never a half-written run), plus convenience views:
+
+* ``topic_routes``   – topicQueueTable intervals joined with the BrokerData valid at the same time;
+* ``route_changes``  – the change log;
+* ``scan_ticks``, ``namesrv_epochs``, ``route_fidelity``, ``publish_log``;
+* ``topic_queue``, ``broker_addr``, ``cluster_addr``, ``broker_live``, ``filter_server``,
+  ``order_topic`` – the interval tables.
+
+The state at instant ``t`` (epoch ms) is every interval row with
+``valid_from <= t AND (valid_to IS NULL OR t < valid_to)``; the SQL function ``alive(valid_from,
+valid_to, t)`` says exactly that, and ``ms('2024-11-21T03:12:05Z')`` turns ISO-8601 into epoch ms::
+
+    SELECT namesrv, broker_name, perm, read_queue_nums, write_queue_nums
+    FROM topic_queue
+    WHERE topic = 'orders' AND alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from nsreplay.history import PublishedHistory
+from nsreplay.storage import Warehouse
+from schemas.gold import (
+    BROKER_ADDR_INTERVALS,
+    BROKER_LIVE_INTERVALS,
+    CLUSTER_ADDR_INTERVALS,
+    FILTER_SERVER_INTERVALS,
+    KEYFRAMES,
+    NAMESRV_EPOCHS,
+    ORDER_TOPIC_INTERVALS,
+    PUBLISH_LOG,
+    ROUTE_CHANGES,
+    ROUTE_FIDELITY,
+    SCAN_TICKS,
+    TOPIC_QUEUE_INTERVALS,
+)
+
+VIEWS = {
+    "topic_queue": TOPIC_QUEUE_INTERVALS,
+    "broker_addr": BROKER_ADDR_INTERVALS,
+    "cluster_addr": CLUSTER_ADDR_INTERVALS,
+    "broker_live": BROKER_LIVE_INTERVALS,
+    "filter_server": FILTER_SERVER_INTERVALS,
+    "order_topic": ORDER_TOPIC_INTERVALS,
+    "route_changes": ROUTE_CHANGES,
+    "scan_ticks": SCAN_TICKS,
+    "namesrv_epochs": NAMESRV_EPOCHS,
+    "keyframes": KEYFRAMES,
+    "route_fidelity": ROUTE_FIDELITY,
+}
+
+
+def register_views(spark: SparkSession, root: str) -> dict[str, str]:
+    """Register the published gold tables as temporary views; returns {view: table@version}."""
+    history = PublishedHistory(root)
+    warehouse = Warehouse(root, spark)
+    registered = {}
+    for view, spec in VIEWS.items():
+        version = history.versions[spec.name]
+        warehouse.read(spec, version=version).createOrReplaceTempView(view)
+        registered[view] = f"{spec.name}@{version}"
+    warehouse.read(PUBLISH_LOG).createOrReplaceTempView("publish_log")
+    spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION alive(valid_from BIGINT, valid_to BIGINT, t BIGINT) RETURNS BOOLEAN "
+              "RETURN valid_from <= t AND (valid_to IS NULL OR t < valid_to)")
+    spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION ms(iso STRING) RETURNS BIGINT RETURN unix_millis(to_timestamp(iso))")
+    spark.sql(
+        """CREATE OR REPLACE TEMPORARY VIEW topic_routes AS
+           SELECT q.namesrv, q.topic, q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums,
+                  b.cluster, b.broker_addrs,
+                  greatest(q.valid_from, b.valid_from) AS valid_from,
+                  CASE WHEN q.valid_to IS NULL THEN b.valid_to WHEN b.valid_to IS NULL THEN q.valid_to
+                       ELSE least(q.valid_to, b.valid_to) END AS valid_to
+           FROM topic_queue q JOIN broker_addr b
+             ON q.namesrv = b.namesrv AND q.broker_name = b.broker_name
+            AND b.valid_from < coalesce(q.valid_to, 9223372036854775807)
+            AND q.valid_from < coalesce(b.valid_to, 9223372036854775807)"""
+    )
+    registered["topic_routes"] = "view over topic_queue and broker_addr"
+    return registered
