@@ -115,6 +115,57 @@ class RecordBuilder:
         return rec
 
 
+class UnitReplay:
+    """The replay of one unit, resumable: its complete state (the NameServer's tables, stored
+    connections and dataVersions, the KV store, the body cache, the last emitted snapshot and the
+    tick phase) pickles at the end of a window, and a replay resumed from it emits exactly the
+    changes a single replay over both windows would have.
+
+    ``feed`` takes rows in the NameServer's order (``record_rank``); ``advance(until)`` runs every
+    tick up to ``until``; both yield change rows.
+    """
+
+    def __init__(self, *, origin: int, default_profile: str, default_config: Mapping[str, object] | None = None) -> None:
+        self.ns = NameServer(default_profile, default_config or {}, origin)
+        self.builder = RecordBuilder()
+        self.previous = self.ns.snapshot()
+        self.next_tick = self.ns.first_tick
+        self.until: int | None = None
+
+    def _changes(self, ts: int, phase: int, rank: int | None, cause: str) -> Iterator[dict[str, Any]]:
+        current = self.ns.snapshot()
+        for table, key, op, before, after in diff_snapshots(self.previous, current):
+            yield {"ts": ts, "phase": phase, "record_rank": rank, "table": table, "key": key, "op": op, "before": before, "after": after, "cause": cause}
+        self.previous = current
+
+    def advance(self, until: int) -> Iterator[dict[str, Any]]:
+        """Run every scan tick up to ``until`` (inclusive)."""
+        while self.next_tick <= until:
+            version = self.ns.version
+            self.ns.scan(self.next_tick)
+            if self.ns.version != version:
+                yield from self._changes(self.next_tick, 1, None, "expired")
+            self.next_tick += self.ns.tick_interval
+        self.until = until if self.until is None else max(self.until, until)
+
+    def feed(self, rows: Iterable[Mapping[str, Any]], until: int) -> Iterator[dict[str, Any]]:
+        """Apply the rows with ``ts <= until`` (ticks interleaved), then tick up to ``until``."""
+        for row in rows:
+            ts = row["ts"]
+            if ts > until:
+                break
+            if self.until is not None and ts <= self.until:
+                raise ValueError(f"record at {ts} is not after the replayed window (up to {self.until})")
+            yield from self.advance(ts - 1)
+            version = self.ns.version
+            outcome = self.ns.apply(self.builder.record(row))
+            if self.ns.version != version:
+                yield from self._changes(ts, 0, row["record_rank"], outcome.cause)
+            if row["kind"] == "namesrv_start":
+                self.next_tick = self.ns.first_tick
+        yield from self.advance(until)
+
+
 def replay_unit(
     rows: Iterable[Mapping[str, Any]],
     *,
@@ -125,36 +176,4 @@ def replay_unit(
 ) -> Iterator[dict[str, Any]]:
     """Change rows of one unit. ``rows`` must be in the NameServer's order (``record_rank``);
     ``origin`` is the tick origin when no start record comes first; ticks run up to ``until``."""
-    ns = NameServer(default_profile, default_config or {}, origin)
-    builder = RecordBuilder()
-    previous = ns.snapshot()
-    next_tick = ns.first_tick
-
-    def changes(ts: int, phase: int, rank: int | None, cause: str) -> Iterator[dict[str, Any]]:
-        nonlocal previous
-        current = ns.snapshot()
-        for table, key, op, before, after in diff_snapshots(previous, current):
-            yield {"ts": ts, "phase": phase, "record_rank": rank, "table": table, "key": key, "op": op, "before": before, "after": after, "cause": cause}
-        previous = current
-
-    def scan_until(limit: int) -> Iterator[dict[str, Any]]:
-        nonlocal next_tick
-        while next_tick <= limit:
-            version = ns.version
-            ns.scan(next_tick)
-            if ns.version != version:
-                yield from changes(next_tick, 1, None, "expired")
-            next_tick += ns.tick_interval
-
-    for row in rows:
-        ts = row["ts"]
-        if ts > until:
-            break
-        yield from scan_until(ts - 1)
-        version = ns.version
-        outcome = ns.apply(builder.record(row))
-        if ns.version != version:
-            yield from changes(ts, 0, row["record_rank"], outcome.cause)
-        if row["kind"] == "namesrv_start":
-            next_tick = ns.first_tick
-    yield from scan_until(until)
+    return UnitReplay(origin=origin, default_profile=default_profile, default_config=default_config).feed(rows, until)
