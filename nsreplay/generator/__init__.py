@@ -7,7 +7,8 @@ Public API::
 
 Modules: ``config`` (knobs and presets), ``world`` (NameServers, groups, topics), ``brokers`` (table
 lineages, broker processes), ``scenario`` (planned incidents), ``simulate`` (records per NameServer),
-``junk`` (bad lines), ``layout`` (files, duplicates), ``render`` / ``bodies`` (text), ``writer``
+``responses`` (ground-truth answers to client route queries, from an independent view of each
+NameServer), ``junk`` (bad lines), ``layout`` (files, duplicates), ``render`` / ``bodies`` (text), ``writer``
 (parallel gzip output, manifest), ``api`` (:func:`generate`), ``cli`` (``nsreplay generate``).
 """
 

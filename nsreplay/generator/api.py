@@ -41,6 +41,8 @@ class CaptureSummary:
     uncompressed_bytes: int
     distinct_register_bodies: int
     register_lines: int
+    #: Ground-truth ``response`` records written (answered client route queries).
+    responses: int
     first_ts: int | None
     last_ts: int | None
     namesrvs: int
@@ -68,7 +70,8 @@ class CaptureSummary:
         return (
             f"Generated capture '{self.preset}' (seed {self.seed}) in {self.out_dir}: {self.files} files, "
             f"{self.lines:,} lines ({self.records:,} records, {self.register_lines:,} REGISTER_BROKER, "
-            f"{self.junk_lines} junk, {self.duplicate_lines} duplicates) from {self.namesrvs} NameServers and "
+            f"{self.junk_lines} junk, {self.duplicate_lines} duplicates, {self.responses:,} route answers) "
+            f"from {self.namesrvs} NameServers and "
             f"{self.broker_groups} broker groups over {hours:.2f} h with {self.incidents} planned incidents; "
             f"{size(self.bytes)} on disk ({size(self.uncompressed_bytes)} uncompressed), "
             f"{self.distinct_register_bodies} distinct register bodies; planned in {self.plan_seconds:.1f} s, "
@@ -118,6 +121,7 @@ def generate(config: GeneratorConfig, out_dir: Path, *, workers: int = 2) -> Cap
         uncompressed_bytes=sum(f.uncompressed_bytes for f in files),
         distinct_register_bodies=st.distinct_register_bodies,
         register_lines=st.by_code.get("103", 0),
+        responses=st.by_kind.get("response", 0),
         first_ts=st.first_ts,
         last_ts=st.last_ts,
         namesrvs=len(plan.world.namesrvs),

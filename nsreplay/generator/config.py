@@ -177,6 +177,9 @@ class TrafficConfig:
     #: Consoles polling GET_BROKER_CLUSTER_INFO (106) and GET_ALL_TOPIC_LIST (206).
     dashboards: int = 1
     dashboard_poll_ms: int = 60000
+    #: Share of the *answerable* client route queries (105) that get a ground-truth ``response`` record
+    #: (see :mod:`nsreplay.generator.responses` for which queries are answerable).
+    response_fraction: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -364,7 +367,8 @@ def _bench(hours: float, name: str) -> GeneratorConfig:
             crash_downtime_s=(60, 600) if day else (60, 300),
             shutdown_downtime_s=(30, 300),
         ),
-        traffic=TrafficConfig(clients=16, topics_per_client=4, dashboards=2, dashboard_poll_ms=60000),
+        traffic=TrafficConfig(clients=16, topics_per_client=4, dashboards=2, dashboard_poll_ms=60000,
+                              response_fraction=0.2),
         junk=JunkConfig(lines_per_reason=0, duplicate_batches=0),
         output=OutputConfig(shards=48 if day else 4, shuffle_block_lines=2000),
     )
@@ -517,6 +521,8 @@ def _validate(config: GeneratorConfig) -> None:
     for code in t.heartbeat_codes:
         if code not in (322, 904):
             raise ConfigError("topology.heartbeat_codes may only hold 322 and 904")
+    if not 0.0 <= config.traffic.response_fraction <= 1.0:
+        raise ConfigError("traffic.response_fraction must be between 0 and 1")
     bad = set(config.incidents.crash_outcomes) - {"close", "exception", "idle", "silent"}
     if bad:
         raise ConfigError(f"unknown crash outcomes: {sorted(bad)}")

@@ -15,6 +15,7 @@ from .config import GeneratorConfig
 from .junk import plan_junk
 from .layout import DuplicateBatch, Shard, lay_out
 from .records import CHANNEL, JUNK, REGISTER, REQUEST, START, Record, record_code, record_kind
+from .responses import ResponsePlanner
 from .scenario import Scenario, plan_scenario
 from .simulate import simulate
 from .world import World, build_world
@@ -40,6 +41,8 @@ class PlanStats:
     duplicates_by_kind: Counter[str] = field(default_factory=Counter)
     first_ts: int | None = None
     last_ts: int | None = None
+    #: Client route queries answered / skipped (see :mod:`responses`), manifest form.
+    responses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def junk_lines(self) -> int:
@@ -124,7 +127,9 @@ def build_plan(config: GeneratorConfig) -> CapturePlan:
     """Plan the capture described by ``config``."""
     world = build_world(config)
     scenario = plan_scenario(config, world)
-    per_namesrv = simulate(config, world, scenario, extra=plan_junk(config, world))
+    responder = ResponsePlanner(config, world, scenario)
+    per_namesrv = simulate(config, world, scenario, extra=plan_junk(config, world), respond=responder.respond)
     shards, duplicates = lay_out(config, per_namesrv)
     stats = _stats(world, per_namesrv, duplicates)
+    stats.responses = responder.stats.to_dict(config.traffic.response_fraction)
     return CapturePlan(config, world, scenario, shards, duplicates, stats)

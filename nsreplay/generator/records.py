@@ -15,6 +15,8 @@ defines the processing order that ``seq`` numbers.
 * HEARTBEAT (904): ``(opaque, conn, group, member, broker_id)``
 * REQUEST (any other code): ``(code, version, opaque, conn, ext_json, body_json_or_None)``
 * JUNK: ``(reason, variant, group)``
+* RESPONSE: ``(opaque, conn, code, tail)`` -- the answer to the GET_ROUTEINFO_BY_TOPIC request just before
+  it in its NameServer's order; ``tail`` is the pre-rendered ``"remark":...,"body..."}`` + newline (bytes).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "START", "CHANNEL", "REGISTER", "UNREGISTER", "QUERY_DV", "HEARTBEAT", "REQUEST", "JUNK",
+    "START", "CHANNEL", "REGISTER", "UNREGISTER", "QUERY_DV", "HEARTBEAT", "REQUEST", "JUNK", "RESPONSE",
     "Record", "PlannedRecord", "record_code", "record_kind",
 ]
 
@@ -34,6 +36,7 @@ QUERY_DV = 4
 HEARTBEAT = 5
 REQUEST = 6
 JUNK = 7
+RESPONSE = 8
 
 PlannedRecord = tuple[int, int, int, tuple[Any, ...]]
 Record = tuple[int, int, int, int, tuple[Any, ...]]
@@ -47,13 +50,15 @@ def record_kind(rtype: int) -> str:
         return "namesrv_start"
     if rtype == CHANNEL:
         return "channel"
+    if rtype == RESPONSE:
+        return "response"
     if rtype == JUNK:
         raise ValueError("junk has no kind")
     return "request"
 
 
 def record_code(rtype: int, args: tuple[Any, ...]) -> int | None:
-    """The request code of a request record, None for other kinds."""
+    """The request code of a request record, None for other kinds (responses included)."""
     if rtype in _CODES:
         return _CODES[rtype]
     if rtype == REQUEST:

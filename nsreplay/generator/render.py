@@ -6,8 +6,8 @@ worker renders any record to the same bytes. Lines are built by string formattin
 body text is serialized once and spliced into every line that carries it.
 
 Field order of every line: ``namesrv, ts, seq, kind`` then the kind's fields (request: ``code, version,
-opaque, conn, extFields, body | body_b64``; channel: ``event, conn, remote``; namesrv_start:
-``rocketmq_version, config``).
+opaque, conn, extFields, body | body_b64``; response: ``code, opaque, conn, remark, body | body_b64``;
+channel: ``event, conn, remote``; namesrv_start: ``rocketmq_version, config``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import orjson
 from .bodies import BodyCache
 from .brokers import Lineage
 from .config import GeneratorConfig
-from .records import CHANNEL, HEARTBEAT, JUNK, QUERY_DV, REGISTER, REQUEST, START, UNREGISTER, Record
+from .records import CHANNEL, HEARTBEAT, JUNK, QUERY_DV, REGISTER, REQUEST, RESPONSE, START, UNREGISTER, Record
 from .world import World
 
 __all__ = ["Renderer"]
@@ -154,6 +154,9 @@ class Renderer:
             body = f',"body":{body_json}' if body_json is not None else ""
             return (f'{prefix},"kind":"request","code":{code},"version":{version},"opaque":{op},'
                     f'"conn":"{conn}","extFields":{ext_json}{body}}}\n').encode()
+        if rtype == RESPONSE:
+            op, conn, code, tail = args
+            return (f'{prefix},"kind":"response","code":{code},"opaque":{op},"conn":"{conn}",'.encode() + tail)
         if rtype == JUNK:
             if self.junk_renderer is None:
                 raise RuntimeError("no junk renderer installed")

@@ -16,7 +16,8 @@ Contract of :func:`simulate` (pure, seeded):
   the last traffic; or nothing. A graceful shutdown sends UNREGISTER_BROKER to every NameServer, then
   CLOSE. A NameServer restart shows only its new namesrv_start (the old instance logs nothing).
 * Only records with ``start_ms <= ts < end_ms`` are kept. The result is one list per NameServer, sorted in
-  processing order with ``seq`` assigned (strictly increasing, never reset, including junk slots).
+  processing order with ``seq`` assigned (strictly increasing, never reset, including junk slots and the
+  ``response`` records that the ``respond`` hook inserts right after their requests).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import orjson
 
 from .brokers import BrokerProcess
 from .config import GeneratorConfig
-from .records import CHANNEL, HEARTBEAT, QUERY_DV, REGISTER, REQUEST, START, UNREGISTER, Record
+from .records import CHANNEL, HEARTBEAT, QUERY_DV, REGISTER, REQUEST, START, UNREGISTER, PlannedRecord, Record
 from .scenario import Scenario
 from .world import World, rng
 
@@ -457,8 +458,11 @@ def simulate(
     world: World,
     scenario: Scenario,
     extra: Callable[[Emitter, list[NamesrvTimeline]], None] | None = None,
+    respond: Callable[[int, list[PlannedRecord]], list[PlannedRecord]] | None = None,
 ) -> list[list[Record]]:
-    """Run the simulation; ``extra`` may emit more records (junk) before sequencing."""
+    """Run the simulation; ``extra`` may emit more records (junk) before sequencing; ``respond`` gets each
+    NameServer's records in processing order and returns them with response records inserted (each right
+    after its request, so it takes the next ``seq``)."""
     ctx = _Context(config, world, scenario)
     for ns in world.namesrvs:
         if ns.has_initial_start_record:
@@ -477,6 +481,8 @@ def simulate(
     result: list[list[Record]] = []
     for i, planned in enumerate(ctx.emitter.out):
         planned.sort(key=lambda p: (p[0], p[1]))
+        if respond is not None:
+            planned = respond(i, planned)
         seq0 = rng(config.seed, "seq", i).randint(1, 1_000_000)
         result.append([(i, ts, seq0 + k, rtype, args) for k, (ts, _order, rtype, args) in enumerate(planned)])
         ctx.emitter.out[i] = []

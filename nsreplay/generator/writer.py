@@ -171,6 +171,7 @@ def manifest_dict(plan: CapturePlan, files: list[FileResult]) -> dict[str, Any]:
             "distinct": st.distinct_register_bodies,
             "by_form": dict(sorted(st.register_bodies_by_form.items())),
         },
+        "responses": st.responses,
         "junk": {"total": st.junk_lines, "by_reason": dict(sorted(st.junk_by_reason.items()))},
         "duplicates": {
             "lines": st.duplicate_lines,

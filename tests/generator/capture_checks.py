@@ -61,6 +61,20 @@ def classify(raw: bytes) -> tuple[str | None, dict[str, Any] | None]:
             return "missing_field", None
         if not isinstance(obj["rocketmq_version"], str) or not isinstance(obj["config"], dict):
             return "wrong_type", None
+    elif kind == "response":
+        for name in ("code", "opaque", "conn"):
+            if name not in obj:
+                return "missing_field", None
+        if not (_is_int(obj["code"]) and _is_int(obj["opaque"]) and isinstance(obj["conn"], str)
+                and (obj.get("remark") is None or isinstance(obj["remark"], str))
+                and (obj.get("body") is None or isinstance(obj["body"], (dict, list)))
+                and (obj.get("body_b64") is None or isinstance(obj["body_b64"], str))):
+            return "wrong_type", None
+        if "body_b64" in obj:
+            try:
+                base64.b64decode(obj["body_b64"], validate=True)
+            except (binascii.Error, ValueError):
+                return "undecodable_body", None
     elif kind == "request":
         for name in ("code", "version", "opaque", "conn", "extFields"):
             if name not in obj:
