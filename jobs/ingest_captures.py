@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     except IngestQualityError as exc:
         print(exc.report.text(), file=sys.stderr)
         raise
+    finally:
+        spark.stop()
     print(result.summary())
     print(result.quality.text() if result.quality else "data quality: nothing new to check")
     return 0

@@ -55,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     captures = resolve_path(args.captures) if args.captures else demo_capture(settings)
     warehouse_root = resolve_path(args.warehouse or settings.warehouse.root)
     spark = build_spark(settings, "nsreplay-rebuild-routes")
+    try:
+        return rebuild(spark, settings, args, captures, warehouse_root)
+    finally:
+        spark.stop()
+
+
+def rebuild(spark, settings, args: argparse.Namespace, captures: str, warehouse_root: str) -> int:
+    """Ingest, replay and publish; print the summary."""
     warehouse = Warehouse(warehouse_root, spark, settings.warehouse.backend)
     run_id = args.run_id or new_run_id("rebuild")
     try:

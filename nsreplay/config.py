@@ -18,7 +18,16 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+def _project_root() -> Path:
+    """The checkout holding ``conf/``. When the code runs from a zip shipped with ``--py-files``,
+    ``NSREPLAY_ROOT`` (set by spark-submit.sh) or the working directory says where it is."""
+    here = Path(__file__).resolve().parents[1]
+    if (here / "conf").is_dir():
+        return here
+    return Path(os.environ.get("NSREPLAY_ROOT", os.getcwd()))
+
+
+PROJECT_ROOT = _project_root()
 
 PROFILES = ("rocketmq-4.9", "rocketmq-5")
 
