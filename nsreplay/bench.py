@@ -65,22 +65,27 @@ def _jvm_peak_mb(spark) -> float | None:
     return None
 
 
+def _floor(captures: str, master: str | None, app: str):
+    """Spark (warmed up), the settings, the capture files, the floor in seconds and the line count:
+    the time Spark needs to read the same files as text and count their lines."""
+    from pipelines.ingest.capture_files import list_capture_files
+
+    settings = load_settings()
+    spark = build_spark(settings, app, master=master)
+    files = list_capture_files(resolve_path(captures))
+    spark.range(1000).selectExpr("sum(id)").collect()  # warm-up
+    started = time.perf_counter()
+    lines = spark.read.text([f.path for f in files]).count()
+    return spark, settings, files, time.perf_counter() - started, lines
+
+
 def bench_ingest(captures: str, *, warehouse: str | None = None, master: str | None = None) -> IngestBench:
     """Measure the ingest of ``captures`` against the read-as-text floor (see module docstring)."""
     from nsreplay.storage import Warehouse
-    from pipelines.ingest.capture_files import list_capture_files
     from pipelines.ingest.run import run_ingest
     from schemas.silver import TOPIC_CONFIGS
 
-    settings = load_settings()
-    spark = build_spark(settings, "nsreplay-bench-ingest", master=master)
-    files = list_capture_files(resolve_path(captures))
-    paths = [f.path for f in files]
-    spark.range(1000).selectExpr("sum(id)").collect()  # warm-up
-
-    started = time.perf_counter()
-    lines = spark.read.text(paths).count()
-    floor = time.perf_counter() - started
+    spark, settings, files, floor, lines = _floor(captures, master, "nsreplay-bench-ingest")
 
     scratch = warehouse or tempfile.mkdtemp(prefix="nsreplay-bench-")
     try:
@@ -209,19 +214,11 @@ def bench_rebuild(captures: str, *, warehouse: str | None = None, master: str | 
     """End-to-end ingest + replay + publish of ``captures`` against the read-as-text floor, then a
     check of ``samples`` random ticks against the reference model (timed separately)."""
     from nsreplay.storage import Warehouse
-    from pipelines.ingest.capture_files import list_capture_files
     from pipelines.ingest.run import run_ingest
     from pipelines.replay.run import run_replay
 
-    settings = load_settings()
-    spark = build_spark(settings, "nsreplay-bench-rebuild", master=master)
-    files = list_capture_files(resolve_path(captures))
+    spark, settings, files, floor, lines = _floor(captures, master, "nsreplay-bench-rebuild")
     paths = [f.path for f in files]
-    spark.range(1000).selectExpr("sum(id)").collect()  # warm-up
-
-    started = time.perf_counter()
-    lines = spark.read.text(paths).count()
-    floor = time.perf_counter() - started
 
     scratch = warehouse or tempfile.mkdtemp(prefix="nsreplay-bench-")
     try:
