@@ -160,11 +160,15 @@ def _oracle_records(paths: list[str], namesrv: str):
     bodies: dict[str, object] = {}
     marker = ',"body":'
     needle = f'"namesrv":{json.dumps(namesrv)}'
+    kinds = ("request", "response", "channel", "namesrv_start")
     for path in paths:
         opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            for line_no, line in enumerate(fh, start=1):
-                line = line.rstrip("\n")
+        with opener(path, "rb") as fh:
+            for line_no, raw in enumerate(fh, start=1):
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError:
+                    continue  # not a record (the ingest quarantines it too)
                 if needle not in line.replace('": "', '":"'):
                     continue
                 try:
@@ -179,7 +183,8 @@ def _oracle_records(paths: list[str], namesrv: str):
                             bodies[tail] = record["body"]
                 except ValueError:
                     continue
-                if isinstance(record, dict) and record.get("namesrv") == namesrv:
+                valid = isinstance(record, dict) and type(record.get("ts")) is int and record.get("kind") in kinds
+                if valid and record.get("namesrv") == namesrv:
                     record["_file"], record["_line"] = path, line_no
                     yield record
 
