@@ -101,9 +101,9 @@ def run_replay(
     changes = replay_units(
         routed, origins=origins, until=covered_to, default_profile=replay_cfg.default_profile, default_config=replay_cfg.default_config
     ).persist(StorageLevel.MEMORY_AND_DISK)
+    generic = generic_intervals(changes).persist(StorageLevel.MEMORY_AND_DISK)
+    ticks = scan_ticks(epoch_df, changes, covered_to, run_id).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        generic = generic_intervals(changes).persist(StorageLevel.MEMORY_AND_DISK)
-        ticks = scan_ticks(epoch_df, changes, covered_to, run_id).persist(StorageLevel.MEMORY_AND_DISK)
         outputs = {
             ROUTE_CHANGES.name: with_tick(changes, epoch_df, covered_to).withColumn("run_id", F.lit(run_id)),
             SCAN_TICKS.name: ticks,
@@ -157,5 +157,5 @@ def run_replay(
             seconds=time.time() - started,
         )
     finally:
-        changes.unpersist()
-        epoch_df.unpersist()
+        for frame in (ticks, generic, changes, epoch_df):
+            frame.unpersist()
