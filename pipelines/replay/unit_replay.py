@@ -40,43 +40,61 @@ def _live_key(key: object) -> list[Any]:
     return [key[0], key[1]] if isinstance(key, tuple) else [None, key]
 
 
-def _flatten(table: str, snapshot: Snapshot) -> dict[str, object]:
-    """One table of a snapshot as {key JSON: plain value}."""
-    if table == "topicQueueTable":
-        return {_json([t, b]): asdict(q) for t, by_broker in snapshot.topicQueueTable.items() for b, q in by_broker.items()}
+_MISSING = object()
+
+
+def _key_json(table: str, key: Any) -> str:
+    if table in ("brokerLiveTable", "filterServerTable"):
+        return _json(_live_key(key))
+    return _json(list(key) if isinstance(key, tuple) else [key])
+
+
+def _value_json(table: str, value: Any) -> str:
     if table == "brokerAddrTable":
-        out = {}
-        for name, data in snapshot.brokerAddrTable.items():
-            value = asdict(data)
-            value["brokerAddrs"] = {str(i): a for i, a in data.brokerAddrs.items()}
-            out[_json([name])] = value
-        return out
+        plain = asdict(value)
+        plain["brokerAddrs"] = {str(i): a for i, a in value.brokerAddrs.items()}
+        return _json(plain)
     if table == "clusterAddrTable":
-        return {_json([c, n]): {} for c, names in snapshot.clusterAddrTable.items() for n in names}
-    if table == "brokerLiveTable":
-        return {_json(_live_key(k)): asdict(v) for k, v in snapshot.brokerLiveTable.items()}
+        return "{}"
     if table == "filterServerTable":
-        return {_json(_live_key(k)): list(v) for k, v in snapshot.filterServerTable.items()}
-    return {_json([t]): conf for t, conf in snapshot.orderTopicConf.items()}
+        return _json(list(value))
+    if table == "orderTopicConf":
+        return _json(value)
+    return _json(asdict(value))
 
 
-def _table(snapshot: Snapshot, table: str) -> object:
-    return getattr(snapshot, table)
+def _diff_entries(table: str, old: Mapping[Any, Any], new: Mapping[Any, Any]) -> Iterator[tuple[str, str, str, str | None, str | None]]:
+    """Changed entries of one table; values are compared as they are and serialized only if changed."""
+    for key, value in new.items():
+        prev = old.get(key, _MISSING)
+        if prev is value or prev == value:
+            continue
+        before = None if prev is _MISSING else _value_json(table, prev)
+        yield table, _key_json(table, key), "put", before, _value_json(table, value)
+    for key, value in old.items():
+        if key not in new:
+            yield table, _key_json(table, key), "remove", _value_json(table, value), None
 
 
 def diff_snapshots(before: Snapshot, after: Snapshot) -> Iterator[tuple[str, str, str, str | None, str | None]]:
-    """(table, key, op, before, after) for every entry that differs, tables whose object is shared skipped."""
+    """(table, key, op, before, after) for every entry that differs. Shared objects are skipped
+    without looking inside (the model shares unchanged tables and per-topic maps between snapshots)."""
     for table in TABLES:
-        if _table(before, table) is _table(after, table):
+        old_t, new_t = getattr(before, table), getattr(after, table)
+        if old_t is new_t:
             continue
-        old, new = _flatten(table, before), _flatten(table, after)
-        for key, value in new.items():
-            prev = old.get(key)
-            if prev != value:
-                yield table, key, "put", None if key not in old else _json(prev), _json(value)
-        for key, value in old.items():
-            if key not in new:
-                yield table, key, "remove", _json(value), None
+        if table == "topicQueueTable":
+            for topic in old_t.keys() | new_t.keys():
+                o, n = old_t.get(topic, {}), new_t.get(topic, {})
+                if o is not n:
+                    yield from _diff_entries(table, {(topic, b): q for b, q in o.items()}, {(topic, b): q for b, q in n.items()})
+        elif table == "clusterAddrTable":
+            for cluster in old_t.keys() | new_t.keys():
+                o, n = old_t.get(cluster, frozenset()), new_t.get(cluster, frozenset())
+                if o != n:
+                    yield from _diff_entries(table, {(cluster, b): True for b in o}, {(cluster, b): True for b in n})
+        else:
+            yield from _diff_entries(table, old_t, new_t)
 
 
 def _register_body(row: Mapping[str, Any]) -> dict[str, Any]:
