@@ -12,16 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _spark_defaults() -> dict[str, str]:
-    settings: dict[str, str] = {}
-    for line in (ROOT / "conf" / "base" / "spark-defaults.conf").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition(" ")
-            settings[key] = value.strip()
-    return settings
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-Python tests never start Spark
     """The session-scoped SparkSession (local[2], the project's own Spark defaults)."""
@@ -30,7 +20,9 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-P
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master("local[2]").appName("nsreplay-tests")
-    for key, value in _spark_defaults().items():
+    from nsreplay.runtime import read_spark_defaults
+
+    for key, value in read_spark_defaults([ROOT / "conf" / "base" / "spark-defaults.conf"]).items():
         if key not in ("spark.master", "spark.driver.memory"):
             builder = builder.config(key, value)
     builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "2g")
