@@ -1,4 +1,6 @@
-"""Shared fixtures: one SparkSession for the whole test run, configured from conf/base."""
+"""Shared fixtures: one SparkSession for the whole test run, configured from conf/base, and the demo
+capture built once through the real pipeline (ingest → replay → publish) for every suite that reads
+published history (replay differential tests, serving shim)."""
 
 from __future__ import annotations
 
@@ -30,3 +32,13 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-P
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_published(spark, tmp_path_factory) -> tuple[Path, str]:
+    """(capture dir, warehouse root) of the clean demo preset, published once per test run.
+
+    Read-only for tests: anything that re-runs a job on it must build its own warehouse."""
+    from published import build_published, clean_preset
+
+    return build_published(spark, tmp_path_factory, clean_preset("demo"), "demo")

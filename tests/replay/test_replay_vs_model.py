@@ -16,39 +16,22 @@ from pathlib import Path
 
 import pytest
 
+from published import build_published, clean_preset
 from differential import INTERVAL_SPECS, compare_every_tick
 from nsreplay.config import load_settings
-from nsreplay.generator import apply_overrides, generate, preset
 from nsreplay.history import PublishedHistory
 from nsreplay.storage import Warehouse
-from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import run_replay
-
-
-def build(spark, tmp_path_factory, config, name: str) -> tuple[Path, str]:
-    capture = tmp_path_factory.mktemp(f"{name}-capture")
-    generate(config, capture, workers=1)
-    root = str(tmp_path_factory.mktemp(f"{name}-wh"))
-    warehouse = Warehouse(root, spark, "delta-rs")
-    settings = load_settings()
-    run_ingest(spark, warehouse, settings, str(capture), f"{name}-ingest")
-    run_replay(spark, warehouse, settings, f"{name}-replay")
-    return capture, root
-
-
-def clean(name: str):
-    """A preset without junk lines (the oracle reads the files with plain json); duplicates stay."""
-    return apply_overrides(preset(name), {"junk.lines_per_reason": 0})
 
 
 @pytest.fixture(scope="module")
 def tiny(spark, tmp_path_factory):
-    return build(spark, tmp_path_factory, clean("tiny"), "tiny")
+    return build_published(spark, tmp_path_factory, clean_preset("tiny"), "tiny")
 
 
 @pytest.fixture(scope="module")
-def demo(spark, tmp_path_factory):
-    return build(spark, tmp_path_factory, clean("demo"), "demo")
+def demo(demo_published):
+    return demo_published
 
 
 def test_tiny_capture_matches_the_model_at_every_tick(tiny) -> None:
