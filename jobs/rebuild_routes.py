@@ -2,10 +2,17 @@
 
     ./spark-submit.sh jobs/rebuild_routes.py                      # embedded demo
     ./spark-submit.sh jobs/rebuild_routes.py --captures PATH --warehouse DIR [--from TIME] [--to TIME]
+    ./spark-submit.sh jobs/rebuild_routes.py --warehouse DIR --from T1 --to T2 --run-id ID --stage replay|quality|publish
 
 With no arguments it generates the demo capture (seeded, deterministic) under ``captures/demo`` and
-works on it in ``./warehouse``: ingest (bronze/silver) → replay (gold route history) → publish.
-A thin shell: every step lives in ``pipelines``.
+works on it in ``./warehouse``: ingest (bronze/silver) → replay (gold route history) → quality → publish.
+
+``--from T1`` replays only the window (T1, T2], resuming from the replay state the published run of
+the previous window left at T1 (``--from-last-good``: from the latest published state before T1 when
+there is none at T1); without ``--from`` the replay starts at each NameServer's first record.
+``--stage`` runs one stage (a scheduler runs them as separate tasks, each idempotent for its run id):
+``ingest`` (needs ``--captures``), ``replay`` (writes gold, publishes nothing), ``quality`` (Great
+Expectations on what that run wrote), ``publish``. A thin shell: every step lives in ``pipelines``.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from nsreplay.config import load_settings
 from nsreplay.runtime import UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestQualityError, run_ingest
-from pipelines.replay.run import run_replay
+from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
+
+STAGES = ("all", "ingest", "replay", "quality", "publish")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -28,7 +37,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from", dest="window_from", help="window start, ISO-8601 or epoch ms")
     parser.add_argument("--to", dest="window_to", help="window end, ISO-8601 or epoch ms")
     parser.add_argument("--run-id", help="run id; re-running with the same id commits nothing new")
+    parser.add_argument("--stage", choices=STAGES, default="all", help="run one stage only (default: all of them, in order)")
+    parser.add_argument("--from-last-good", action="store_true", help="without a published state at --from, resume from the latest one before it")
     args = parser.parse_args(argv)
+    if args.stage != "all" and not args.run_id:
+        raise UsageError("--stage needs --run-id (the stages of one run share it)")
+    if args.stage == "ingest" and not args.captures:
+        raise UsageError("--stage ingest needs --captures")
     args.window_from = parse_time(args.window_from) if args.window_from else None
     args.window_to = parse_time(args.window_to) if args.window_to else None
     if args.window_from is not None and args.window_to is not None and args.window_from >= args.window_to:
@@ -52,13 +67,38 @@ def demo_capture(settings) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings()
-    captures = resolve_path(args.captures) if args.captures else demo_capture(settings)
     warehouse_root = resolve_path(args.warehouse or settings.warehouse.root)
-    spark = build_spark(settings, "nsreplay-rebuild-routes")
+    if args.stage in ("all", "ingest"):
+        captures = resolve_path(args.captures) if args.captures else demo_capture(settings)
+    spark = build_spark(settings, f"nsreplay-rebuild-routes-{args.stage}")
     try:
-        return rebuild(spark, settings, args, captures, warehouse_root)
+        if args.stage == "all":
+            return rebuild(spark, settings, args, captures, warehouse_root)
+        return stage(spark, settings, args, captures if args.stage == "ingest" else None, warehouse_root)
     finally:
         spark.stop()
+
+
+def stage(spark, settings, args: argparse.Namespace, captures: str | None, warehouse_root: str) -> int:
+    """One stage of run ``args.run_id``."""
+    warehouse = Warehouse(warehouse_root, spark, settings.warehouse.backend)
+    if args.stage == "ingest":
+        ingest = run_ingest(spark, warehouse, settings, captures, args.run_id)
+        print(ingest.summary())
+        print(ingest.quality.text() if ingest.quality else "data quality: nothing new to check")
+    elif args.stage == "replay":
+        result = replay_window(spark, warehouse, settings, args.run_id, window_from=args.window_from, window_to=args.window_to, from_last_good=args.from_last_good)
+        print(result.summary())
+        print(f"written, not published: run the quality and publish stages of {args.run_id}")
+    elif args.stage == "quality":
+        report = check_window(spark, warehouse, args.run_id)
+        print(report.text())
+        if not report.passed:
+            raise GoldQualityError(report)
+    else:
+        run = publish_window(spark, warehouse, args.run_id)
+        print(f"published run {args.run_id}: window {format_ms(run['window_from'])} .. {format_ms(run['window_to'])}")
+    return 0
 
 
 def rebuild(spark, settings, args: argparse.Namespace, captures: str, warehouse_root: str) -> int:
@@ -72,8 +112,9 @@ def rebuild(spark, settings, args: argparse.Namespace, captures: str, warehouse_
         raise
     print(ingest.summary())
     print(ingest.quality.text() if ingest.quality else "data quality: nothing new to check")
-    replay = run_replay(spark, warehouse, settings, run_id, window_from=args.window_from, window_to=args.window_to)
+    replay = run_replay(spark, warehouse, settings, run_id, window_from=args.window_from, window_to=args.window_to, from_last_good=args.from_last_good)
     print(replay.summary())
+    print(replay.quality.text() if replay.quality else "")
     print(f"published run {run_id}: window {format_ms(replay.window_from)} .. {format_ms(replay.window_to)}")
     for namesrv, (start, end, profile) in sorted(replay.namesrvs.items()):
         print(f"  {namesrv:<22} {profile:<13} {format_ms(start)} .. {format_ms(end)}")

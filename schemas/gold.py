@@ -10,6 +10,7 @@ state "at t" (after every record with ts <= t and every tick <= t) is the rows w
 
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
     IntegerType,
     LongType,
@@ -256,4 +257,70 @@ PUBLISH_LOG = TableSpec(
     description="One row per published run: readers use only the table versions named here.",
 )
 
+# The replay's carried state: every unit's pickled replay at the end of each window (see
+# pipelines.replay.unit_replay.UnitReplay), plus a "~facts" row per NameServer with what decided its
+# units. The next window resumes from the rows whose window_to is its start.
+REPLAY_STATE = TableSpec(
+    name="gold.replay_state",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("window_to", _long, False),
+            StructField("unit", _str, False),
+            StructField("state", BinaryType(), False),
+            StructField("run_id", _str, False),
+        ]
+    ),
+    partition_by=("namesrv",),
+    description="Replay state at the end of each window, per (NameServer, replay unit).",
+)
+
+_COVERAGE = ArrayType(
+    StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("from_ts", _long, False),
+            StructField("to_ts", _long, False),
+            StructField("profile", _str, False),
+        ]
+    ),
+    False,
+)
+
+# What a replay stage wrote, waiting for its quality check and publish (one row per replay run).
+REPLAY_RUNS = TableSpec(
+    name="gold.replay_runs",
+    schema=StructType(
+        [
+            StructField("run_id", _str, False),
+            StructField("written_ms", _long, False),
+            StructField("window_from", _long, False),
+            StructField("window_to", _long, False),
+            StructField("namesrvs", _COVERAGE, False),
+            StructField("table_versions", MapType(_str, _long), False),
+            StructField("row_counts", MapType(_str, _long), False),
+            StructField("quality", _str, False),
+        ]
+    ),
+    description="Replay runs written but not necessarily published: what the publish stage publishes.",
+)
+
+# Published windows that late input has made stale (detected at ingest): re-run them, in order.
+STALE_WINDOWS = TableSpec(
+    name="gold.stale_windows",
+    schema=StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("window_from", _long, False),
+            StructField("window_to", _long, False),
+            StructField("published_run_id", _str, False),
+            StructField("late_from_ts", _long, False),
+            StructField("detected_by", _str, False),
+            StructField("detected_ms", _long, False),
+        ]
+    ),
+    description="Published windows whose input (or carried state) changed after publishing.",
+)
+
 GOLD_TABLES = tuple(INTERVAL_TABLES.values()) + (ROUTE_CHANGES, KEYFRAMES, SCAN_TICKS, NAMESRV_EPOCHS, ROUTE_FIDELITY, PUBLISH_LOG)
+REPLAY_TABLES = GOLD_TABLES[:-1] + (REPLAY_STATE,)  # written by a replay stage (publish_log by publish)

@@ -30,6 +30,7 @@ from nsreplay.config import Settings
 from nsreplay.storage import CommitInfo, Warehouse
 from pipelines.ingest.capture_files import CaptureFile, list_capture_files
 from pipelines.ingest.records import ParserLimits
+from pipelines.replay.stale import StaleWindow, mark_stale
 from pipelines.ingest.transforms import (
     ParseOptions,
     ReadOptions,
@@ -74,6 +75,19 @@ class IngestResult:
     seconds: float = 0.0
     window: tuple[int | None, int | None] = field(default=(None, None))
     stages: dict[str, float] = field(default_factory=dict)
+    stale: tuple[StaleWindow, ...] = ()
+
+    def late_data(self) -> str:
+        """A warning naming the published windows this run's records made stale ('' if none)."""
+        if not self.stale:
+            return ""
+        first = min(s.window_from for s in self.stale)
+        last = max(s.window_to for s in self.stale)
+        windows = len({(s.window_from, s.window_to) for s in self.stale})
+        return (
+            f"late data: {windows} published window(s) between {first} and {last} are stale (gold.stale_windows); "
+            f"re-run them in order: nsreplay backfill --warehouse <dir> --from {first} --to {last}"
+        )
 
     def summary(self) -> str:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
@@ -81,7 +95,7 @@ class IngestResult:
             f"ingest {self.run_id}: {self.status}; files {self.files_read} read, {self.files_skipped} already ingested; "
             f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates} + quarantined {self.quarantined} "
             f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
-        )
+        ) + (f"\n{self.late_data()}" if self.stale else "")
 
 
 class _Stopwatch:
@@ -183,6 +197,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         clock.lap("great expectations")
         warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), commit)
         status = "succeeded" if report.passed else "failed_quality"
+        stale: tuple[StaleWindow, ...] = ()
         if report.passed:
             warehouse.append(EVENTS, events, commit)
             warehouse.append(TOPIC_CONFIGS, bodies, commit)
@@ -191,6 +206,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "skipped", None, "already ingested") for f in skipped]
             if file_rows:
                 warehouse.append(INGEST_FILES, spark.createDataFrame(file_rows, INGEST_FILES.schema), commit)
+            if n_events:
+                earliest = {r.namesrv: r.first for r in events.groupBy("namesrv").agg(F.min("ts").alias("first")).collect()}  # one row per NameServer
+                stale = tuple(mark_stale(spark, warehouse, earliest, run_id))
         clock.lap("write silver")
         result = IngestResult(
             run_id=run_id,
@@ -208,6 +226,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             seconds=(time.time() * 1000 - started) / 1000,
             window=(window[0], window[1]),
             stages=clock.laps,
+            stale=stale,
         )
         run_row = [(
             run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,

@@ -36,17 +36,21 @@ class Epoch:
     interval: int
 
 
-def epochs(starts: Mapping[str, list[tuple[int, str, Mapping[str, object]]]], origins: Mapping[str, int], until: int,
+def epochs(starts: Mapping[str, list[tuple[int, str, Mapping[str, object]]]], origins: Mapping[str, int], until: int | Mapping[str, int],
            default_profile: str, default_config: Mapping[str, object]) -> list[Epoch]:
     """Tick epochs of every NameServer. ``starts``: per NameServer, its (ts, rocketmq_version, config)
-    start records in order; without one at its first record, the defaults run from its origin."""
+    start records in order; without one at its first record, the defaults run from its origin.
+    ``until``: the end of the covered range (one for all, or per NameServer); the last epoch ends
+    just after it."""
     out: list[Epoch] = []
     for namesrv, origin in origins.items():
-        runs = [(ts, profile_for_version(v), c) for ts, v, c in sorted(starts.get(namesrv, []), key=lambda s: s[0])]
+        end_of_range = until if isinstance(until, int) else until[namesrv]
+        runs_until = [s for s in starts.get(namesrv, []) if s[0] <= end_of_range]
+        runs = [(ts, profile_for_version(v), c) for ts, v, c in sorted(runs_until, key=lambda s: s[0])]
         if not runs or runs[0][0] > origin:
             runs.insert(0, (origin, default_profile, default_config))
         for i, (ts, profile, config) in enumerate(runs):
-            end = runs[i + 1][0] if i + 1 < len(runs) else until + 1
+            end = runs[i + 1][0] if i + 1 < len(runs) else end_of_range + 1
             grid = NameServer(profile, config, ts)
             text = {str(k): v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
             out.append(Epoch(namesrv, ts, end, profile, text, grid.first_tick, grid.tick_interval))
@@ -60,14 +64,23 @@ def epochs_frame(spark: SparkSession, items: Iterable[Epoch]) -> DataFrame:
     )
 
 
-def scan_ticks(epoch_df: DataFrame, changes: DataFrame, until: int, run_id: str) -> DataFrame:
-    """Every tick of every epoch up to ``until``, with the number of live entries its scan removed."""
+def _first_tick_after(after: int | None) -> Column:
+    """The first tick of each epoch's grid that is later than ``after`` (the epoch's first tick if None)."""
+    if after is None:
+        return F.col("first_tick")
+    steps = F.greatest(F.lit(0), F.floor((F.lit(after) - F.col("first_tick")) / F.col("interval")) + 1).cast("long")
+    return F.col("first_tick") + steps * F.col("interval")
+
+
+def scan_ticks(epoch_df: DataFrame, changes: DataFrame, until: int, run_id: str, *, after: int | None = None) -> DataFrame:
+    """Every tick of every epoch in ``(after, until]``, with the number of live entries its scan removed."""
     last = F.least(F.col("end_ts") - 1, F.lit(until))
-    ticks = epoch_df.where(F.col("first_tick") <= last).select(
+    first = _first_tick_after(after)
+    ticks = epoch_df.where(first <= last).select(
         "namesrv",
         F.col("start_ts").alias("epoch_start_ts"),
         "profile",
-        F.explode(F.sequence(F.col("first_tick"), last, F.col("interval"))).alias("tick_ts"),
+        F.explode(F.sequence(first, last, F.col("interval"))).alias("tick_ts"),
     )
     removals = (
         changes.where((F.col("phase") == 1) & (F.col("table") == "brokerLiveTable") & (F.col("op") == "remove"))
@@ -80,14 +93,16 @@ def scan_ticks(epoch_df: DataFrame, changes: DataFrame, until: int, run_id: str)
     )
 
 
-def with_tick(changes: DataFrame, epoch_df: DataFrame, until: int) -> DataFrame:
-    """``tick_ts``: the first scan tick whose state shows the change (null if a restart or the end
-    of the covered range comes first)."""
-    e = epoch_df.alias("e")
+def with_tick(changes: DataFrame, epoch_df: DataFrame) -> DataFrame:
+    """``tick_ts``: the first scan tick whose state shows the change: the first tick at or after it
+    on its epoch's grid (the tick itself for expiries), or null when the NameServer restarts first.
+    It does not depend on where the covered range ends, so any cut into windows gives the same."""
+    last_start = Window.partitionBy("namesrv")
+    e = epoch_df.withColumn("_open", F.col("start_ts") == F.max("start_ts").over(last_start)).alias("e")
     joined = changes.alias("c").join(e, (F.col("c.namesrv") == F.col("e.namesrv")) & (F.col("c.ts") >= F.col("e.start_ts")) & (F.col("c.ts") < F.col("e.end_ts")), "left")
     steps = F.greatest(F.lit(0), F.ceil((F.col("c.ts") - F.col("e.first_tick")) / F.col("e.interval")))
     tick = F.col("e.first_tick") + steps.cast("long") * F.col("e.interval")
-    tick = F.when((tick < F.col("e.end_ts")) & (tick <= F.lit(until)), tick)
+    tick = F.when(F.col("e._open") | (tick < F.col("e.end_ts")), tick)
     return joined.select("c.*", tick.cast("long").alias("tick_ts"))
 
 
@@ -148,10 +163,12 @@ def typed_intervals(generic: DataFrame, run_id: str) -> dict[str, DataFrame]:
     }
 
 
-def keyframes(generic: DataFrame, ticks: DataFrame, every_ticks: int, run_id: str) -> DataFrame:
-    """Full snapshots at every ``every_ticks``-th tick of each epoch (and its first tick)."""
-    w = Window.partitionBy("namesrv", "epoch_start_ts").orderBy("tick_ts")
-    frames = ticks.withColumn("_i", F.row_number().over(w) - 1).where(F.col("_i") % every_ticks == 0).select("namesrv", F.col("tick_ts").alias("keyframe_ts"))
+def keyframes(generic: DataFrame, ticks: DataFrame, epoch_df: DataFrame, every_ticks: int, run_id: str) -> DataFrame:
+    """Full snapshots at every ``every_ticks``-th tick of each epoch's grid (its first tick included),
+    for the ticks in ``ticks``; ``generic`` must hold every interval alive at those ticks."""
+    grid = epoch_df.select("namesrv", F.col("start_ts").alias("epoch_start_ts"), "first_tick", "interval")
+    index = ((F.col("tick_ts") - F.col("first_tick")) / F.col("interval")).cast("long")
+    frames = ticks.join(grid, ["namesrv", "epoch_start_ts"]).where(index % every_ticks == 0).select("namesrv", F.col("tick_ts").alias("keyframe_ts"))
     i = generic.alias("i")
     k = frames.alias("k")
     alive = (F.col("i.namesrv") == F.col("k.namesrv")) & (F.col("i.valid_from") <= F.col("k.keyframe_ts")) & (

@@ -1,42 +1,88 @@
-"""One replay run: silver → gold route history → publish.
+"""One replay run of a window: silver → gold route history, then its quality check, then publish.
 
-1. Read ``silver.events`` up to the end of the window and the register bodies.
-2. Split each NameServer into replay units (:mod:`pipelines.replay.units`) and replay every unit in
-   its own task (:mod:`pipelines.replay.unit_replay`), producing change rows.
-3. Write the gold tables for the NameServers replayed (predicate overwrite of their partitions):
-   route_changes, the typed interval tables, scan_ticks, namesrv_epochs, keyframes.
-4. Append one ``gold.publish_log`` row naming the table versions just written. Readers (API, shim)
-   use only the versions of the latest publish row, so a run that fails before step 4 publishes
-   nothing, and a re-run of the same window publishes the same contents again.
+Three stages, each idempotent for its run id, runnable in one process (:func:`run_replay`) or one
+by one from a scheduler (``jobs/rebuild_routes.py --stage replay|quality|publish``):
 
-The covered range is ``[window_from, window_to]``, by default the earliest and latest record ``ts``
-of the whole capture. This run replays every record from the first one (incremental windows with
-carried state build on :func:`pipelines.replay.unit_replay.replay_unit`).
+1. :func:`replay_window` — the window ``(after, until]`` (see :mod:`pipelines.replay.windows`):
+   read the window's records from ``silver.events`` and the units' states persisted at ``after``
+   by the published run of the previous window; split each NameServer into replay units
+   (:mod:`pipelines.replay.units`), replay every unit in its own task from its state
+   (:mod:`pipelines.replay.unit_replay`); write the gold rows the window owns (predicate overwrite
+   of its slice), the states at ``until`` (``gold.replay_state``) and one ``gold.replay_runs`` row
+   naming the table versions written. Nothing is published yet.
+2. :func:`check_window` — Great Expectations over what the run wrote (``silver.quality_results``).
+3. :func:`publish_window` — one ``gold.publish_log`` row naming those versions, if the check passed
+   and no other run wrote in between. Readers (API, shim) use only the latest publish row, so a run
+   that fails or is killed before this step changes nothing they see, and a re-run of the same
+   window publishes the same contents again.
+
+A window whose start is not the end of a published window fails with
+:class:`MissingPredecessorError` unless ``from_last_good`` is set, in which case the run starts at
+the end of the latest published window before it (or from the first record) and covers the gap.
+When a window links two units that were independent before it (their states cannot be merged
+exactly), that NameServer is replayed from its first record; the result is the same.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from nsreplay.config import Settings
 from nsreplay.storage import CommitInfo, Warehouse
-from pipelines.replay.history import epochs, epochs_frame, generic_intervals, keyframes, scan_ticks, typed_intervals, with_tick
-from pipelines.replay.transforms import namesrv_origins, ranked_events, replay_units, route_changing, unit_maps, with_first_bodies, with_units
+from pipelines.quality.gold_suites import validate_replay
+from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
-from schemas.gold import GOLD_TABLES, KEYFRAMES, NAMESRV_EPOCHS, PUBLISH_LOG, ROUTE_CHANGES, ROUTE_FIDELITY, SCAN_TICKS
-from schemas.silver import EVENTS, TOPIC_CONFIGS
+from pipelines.replay.history import epochs, epochs_frame, generic_intervals, keyframes, scan_ticks, typed_intervals, with_tick
+from pipelines.replay.transforms import (
+    STATE_COLUMN,
+    namesrv_origins,
+    ranked_events,
+    replay_units,
+    route_changing,
+    unit_facts,
+    with_first_bodies,
+    with_states,
+    with_units,
+)
+from pipelines.replay.stale import backfill_windows
+from pipelines.replay.units import BASE_UNIT, UnitFacts, UnitMap, carries_over
+from pipelines.replay.windows import MissingPredecessorError, Window
+from schemas.gold import (
+    INTERVAL_TABLES,
+    KEYFRAMES,
+    NAMESRV_EPOCHS,
+    PUBLISH_LOG,
+    REPLAY_RUNS,
+    REPLAY_STATE,
+    REPLAY_TABLES,
+    ROUTE_CHANGES,
+    ROUTE_FIDELITY,
+    SCAN_TICKS,
+)
+from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 
 JOB = "replay"
+FACTS_UNIT = "~facts"
 
 
 class NothingToReplayError(RuntimeError):
     """silver.events holds no record in the requested window."""
+
+
+class NotWrittenError(RuntimeError):
+    """The quality or publish stage names a run whose replay stage has not written anything."""
+
+
+class PublishRefusedError(RuntimeError):
+    """The run may not be published (its quality check failed or is missing, or tables moved on)."""
 
 
 @dataclass(frozen=True)
@@ -52,16 +98,293 @@ class ReplayResult:
     row_counts: dict[str, int]
     table_versions: dict[str, int]
     seconds: float
+    resumed_from: int | None = None
+    replayed_from_start: tuple[str, ...] = ()
+    quality: QualityReport | None = field(default=None, compare=False)
 
     def summary(self) -> str:
         ns = ", ".join(f"{n} ({p})" for n, (_, _, p) in sorted(self.namesrvs.items()))
+        start = "from the first record" if self.resumed_from is None else f"resuming from the state at {self.resumed_from}"
+        restart = f"; replayed from the first record (units merged): {', '.join(self.replayed_from_start)}" if self.replayed_from_start else ""
         return (
-            f"replay {self.run_id}: {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
+            f"replay {self.run_id}: window up to {self.window_to}, {start}{restart}; {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
             f"{self.ticks} scan ticks, {self.changes} changes, "
             f"{self.row_counts.get('gold.topic_queue_intervals', 0)} topic-route intervals, "
             f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; captured route answers: "
             f"{self.fidelity['matched']} match the rebuild, {self.fidelity['mismatched']} do not (gold.route_fidelity); {self.seconds:.1f} s"
         )
+
+
+# ---------------------------------------------------------------------------------- published state
+
+
+@dataclass(frozen=True)
+class Published:
+    """The latest publish row: run id, table versions and coverage per NameServer."""
+
+    run_id: str
+    versions: dict[str, int]
+    coverage: dict[str, tuple[int, int, str]]
+
+
+def latest_publish(warehouse: Warehouse) -> Published | None:
+    if not warehouse.exists(PUBLISH_LOG):
+        return None
+    rows = warehouse.read(PUBLISH_LOG).select("run_id", "published_ms", "table_versions", "namesrvs").collect()  # one small row per run
+    if not rows:
+        return None
+    row = max(rows, key=lambda r: (r.published_ms, r.run_id))
+    return Published(row.run_id, dict(row.table_versions), {c.namesrv: (c.from_ts, c.to_ts, c.profile) for c in row.namesrvs})
+
+
+def _published_states(warehouse: Warehouse, published: Published | None) -> DataFrame | None:
+    if published is None or REPLAY_STATE.name not in published.versions:
+        return None
+    return warehouse.read(REPLAY_STATE, version=published.versions[REPLAY_STATE.name])
+
+
+def _state_ends(states: DataFrame | None, upto: int) -> dict[int, set[str]]:
+    """window_to → NameServers with a state there, for every window end at or before ``upto``."""
+    if states is None:
+        return {}
+    ends: dict[int, set[str]] = {}
+    for r in states.where((F.col("window_to") <= upto) & (F.col("unit") == FACTS_UNIT)).select("window_to", "namesrv").distinct().collect():
+        ends.setdefault(r.window_to, set()).add(r.namesrv)
+    return ends
+
+
+def resolve_start(after: int | None, origins: Mapping[str, int], ends: Mapping[int, set[str]], from_last_good: bool) -> int | None:
+    """The window start to resume from: ``after`` when every NameServer with records at or before it
+    has a state there; otherwise (with ``from_last_good``) the latest such published end before it, or
+    None (replay from the first record); otherwise :class:`MissingPredecessorError`."""
+    if after is None:
+        return None
+
+    def complete(t: int) -> bool:
+        return {ns for ns, o in origins.items() if o <= t} <= ends.get(t, set())
+
+    if complete(after):
+        return after
+    if not from_last_good:
+        have = ", ".join(str(t) for t in sorted(ends)[-3:]) or "none"
+        raise MissingPredecessorError(
+            f"no published replay state at {after}: the window ending there has not been published "
+            f"(latest published window ends: {have}); run that window first, or pass --from-last-good "
+            f"to replay from the last published state before it"
+        )
+    for t in sorted((t for t in ends if t < after), reverse=True):
+        if complete(t):
+            return t
+    return None
+
+
+# ---------------------------------------------------------------------------------- stage 1: replay
+
+
+def replay_window(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    settings: Settings,
+    run_id: str,
+    *,
+    window_from: int | None = None,
+    window_to: int | None = None,
+    from_last_good: bool = False,
+) -> ReplayResult:
+    """Replay ``(window_from, window_to]`` and write its gold rows (see module docstring)."""
+    started = time.time()
+    for spec in REPLAY_TABLES + (REPLAY_RUNS,):
+        warehouse.ensure(spec)
+    cfg = settings.replay
+    all_events = warehouse.read(EVENTS)
+    bounds = all_events.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).first()
+    if bounds is None or bounds.lo is None:
+        raise NothingToReplayError("silver.events is empty: ingest a capture first")
+    until = window_to if window_to is not None else bounds.hi
+    if window_from is not None and window_from >= until:
+        raise NothingToReplayError(f"empty window: --from {window_from} is not before the end {until}")
+    upto = all_events.where(F.col("ts") <= until)
+    origins = namesrv_origins(upto)
+    if not origins:
+        raise NothingToReplayError(f"no record at or before {until}")
+
+    published = latest_publish(warehouse)
+    covered_to = {ns: to for ns, (_, to, _) in (published.coverage.items() if published else [])}
+    latest = not covered_to or until >= max(covered_to.values())
+    states = _published_states(warehouse, published)
+    after = resolve_start(window_from, origins, _state_ends(states, window_from if window_from is not None else until), from_last_good)
+    window = Window(after, until, latest)
+
+    # Units: the facts carried from before the window, joined with the window's own.
+    carried = states.where(F.col("window_to") == after) if states is not None and after is not None else None
+    previous_facts: dict[str, UnitFacts] = {}
+    if carried is not None:
+        for r in carried.where(F.col("unit") == FACTS_UNIT).select("namesrv", "state").collect():  # one small row per NameServer
+            previous_facts[r.namesrv] = pickle.loads(r.state)
+    window_events = all_events.where(window.records())
+    changing_window = route_changing(window_events)
+    new_facts = unit_facts(changing_window, cfg.default_profile)
+    facts = {ns: previous_facts.get(ns, UnitFacts()) | new_facts.get(ns, UnitFacts(profiles=frozenset({cfg.default_profile}))) for ns in origins}
+    maps: dict[str, UnitMap] = {ns: f.assign() for ns, f in facts.items()}
+    from_start: list[str] = []
+    sources: list[tuple[str, str, str]] = []  # (namesrv, unit, unit whose state it resumes from)
+    for ns, now in maps.items():
+        if ns not in previous_facts:
+            continue
+        continued = carries_over(previous_facts[ns].assign(), now)
+        if continued is None:
+            from_start.append(ns)
+            continue
+        inverse = {target: source for source, target in continued.items()}
+        sources += [(ns, unit, inverse.get(unit, BASE_UNIT)) for unit in sorted(now.units())]
+    replayed = window_events
+    if from_start:
+        replayed = replayed.unionByName(upto.where(F.col("namesrv").isin(from_start) & (F.col("ts") <= after)))
+    resume = None
+    if sources:
+        plan = F.broadcast(spark.createDataFrame(sources, "namesrv string, unit string, source string"))
+        resume = plan.join(
+            carried.select("namesrv", F.col("unit").alias("source"), F.col("state").alias(STATE_COLUMN)), ["namesrv", "source"]
+        ).select("namesrv", "unit", STATE_COLUMN)
+
+    # Epochs of every NameServer over the whole covered range (start records are few).
+    end_of_range = {ns: max(until, covered_to.get(ns, until)) for ns in origins}
+    starts: dict[str, list] = {}
+    for r in all_events.where(F.col("kind") == "namesrv_start").select("namesrv", "ts", "rocketmq_version", "config").collect():
+        starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
+    grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
+    epoch_df = epochs_frame(spark, grid).persist()
+
+    routed = with_first_bodies(with_units(spark, ranked_events(route_changing(replayed)), maps), warehouse.read(TOPIC_CONFIGS))
+    output = replay_units(
+        with_states(routed, resume), origins=origins, until=until, default_profile=cfg.default_profile, default_config=cfg.default_config
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    changes = output.where(F.col("state").isNull()).drop("state")
+    generic = generic_intervals(changes).persist(StorageLevel.MEMORY_AND_DISK)
+    logged = changes.where(~F.col("carried")).drop("carried")
+    ticks = scan_ticks(epoch_df, logged, until, run_id, after=after).persist(StorageLevel.MEMORY_AND_DISK)
+    facts_rows = spark.createDataFrame([(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()], REPLAY_STATE.schema)
+    new_states = output.where(F.col("state").isNotNull()).select("namesrv", F.lit(until).alias("window_to"), "unit", "state", F.lit(run_id).alias("run_id"))
+    try:
+        outputs: dict[str, tuple[DataFrame, str | None]] = {
+            ROUTE_CHANGES.name: (with_tick(logged, epoch_df).withColumn("run_id", F.lit(run_id)), window.instant("ts")),
+            SCAN_TICKS.name: (ticks, window.instant("tick_ts")),
+            NAMESRV_EPOCHS.name: (
+                epoch_df.select("namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")),
+                None,
+            ),
+            KEYFRAMES.name: (keyframes(generic, ticks, epoch_df, cfg.keyframe_every_ticks, run_id), window.instant("keyframe_ts")),
+            ROUTE_FIDELITY.name: (fidelity(replayed, generic, epoch_df, run_id), window.instant("ts")),
+            **{name: (df, window.interval()) for name, df in typed_intervals(generic, run_id).items()},
+            REPLAY_STATE.name: (new_states.unionByName(facts_rows), f"`window_to` = {until}"),
+        }
+        commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until)
+        replaced = {"namesrv": sorted(origins)}
+        by_name = {spec.name: spec for spec in REPLAY_TABLES}
+        versions: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        for name, (df, owned) in outputs.items():
+            spec = by_name[name]
+            frame = df.select(*spec.schema.fieldNames())
+            if owned is not None:
+                frame = frame.where(F.expr(owned))
+            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+            counts[name] = frame.count()
+            warehouse.overwrite(spec, frame, commit, where=owned, partitions=replaced)
+            versions[name] = warehouse.version(spec)
+            frame.unpersist()
+        coverage = {ns: (origins[ns], end_of_range[ns], next(e.profile for e in reversed(grid) if e.namesrv == ns)) for ns in origins}
+        checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name]).where(F.expr(window.instant("ts"))).groupBy("match").count().collect()
+        fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
+        units = sum(len(m.units()) for m in maps.values())
+        summary = {
+            "changes_by_cause": {r.cause: r["count"] for r in logged.where(F.expr(window.instant("ts"))).groupBy("cause").count().collect()},
+            "units": units,
+            "fidelity": {"matched": fidelity_counts.get("matched", 0), "mismatched": fidelity_counts.get("mismatched", 0)},
+            "resumed_from": after,
+            "replayed_from_start": sorted(from_start),
+            "latest": latest,
+        }
+        window_from_value = after if after is not None else min(origins.values())
+        run_row = spark.createDataFrame(
+            [(run_id, int(time.time() * 1000), window_from_value, until, [(ns, f, t, p) for ns, (f, t, p) in sorted(coverage.items())],
+              versions, counts, json.dumps(summary, sort_keys=True))],
+            REPLAY_RUNS.schema,
+        )
+        warehouse.append(REPLAY_RUNS, run_row, CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until))
+        return ReplayResult(
+            run_id=run_id,
+            window_from=window_from_value,
+            window_to=until,
+            namesrvs=coverage,
+            units=units,
+            changes=counts[ROUTE_CHANGES.name],
+            ticks=counts[SCAN_TICKS.name],
+            fidelity=summary["fidelity"],
+            row_counts=counts,
+            table_versions=versions,
+            seconds=time.time() - started,
+            resumed_from=after,
+            replayed_from_start=tuple(sorted(from_start)),
+        )
+    finally:
+        for frame in (ticks, generic, output, epoch_df):
+            frame.unpersist()
+
+
+# ---------------------------------------------------------------------------------- stages 2 and 3
+
+
+def written_run(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
+    """The ``gold.replay_runs`` row of ``run_id`` (:class:`NotWrittenError` if there is none)."""
+    rows = warehouse.read(REPLAY_RUNS).where(F.col("run_id") == run_id).collect() if warehouse.exists(REPLAY_RUNS) else []
+    if not rows:
+        raise NotWrittenError(f"run {run_id!r} has written no replay: run its replay stage first")
+    return rows[0].asDict(recursive=True)
+
+
+def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> QualityReport:
+    """Great Expectations over the gold rows ``run_id`` wrote; results go to silver.quality_results."""
+    run = written_run(warehouse, run_id)
+    tables = {spec.name: warehouse.read(spec, version=run["table_versions"][spec.name]) for spec in REPLAY_TABLES}
+    report = validate_replay(spark, run_id=run_id, tables=tables)
+    warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job="gold-quality"))
+    return report
+
+
+def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> dict[str, Any]:
+    """Append the publish row of ``run_id`` (idempotent); :class:`PublishRefusedError` when its
+    quality check failed or is missing, or when another run wrote gold tables since."""
+    run = written_run(warehouse, run_id)
+    results = warehouse.read(QUALITY_RESULTS).where((F.col("run_id") == run_id) & F.col("suite").startswith("gold.")).select("success").collect()
+    if not results:
+        raise PublishRefusedError(f"run {run_id!r} has no gold quality results: run its quality stage first")
+    if not all(r.success for r in results):
+        raise PublishRefusedError(f"run {run_id!r} failed its gold quality checks (see silver.quality_results); nothing published")
+    commit = CommitInfo(run_id=run_id, job="publish", window_from=run["window_from"], window_to=run["window_to"])
+    if warehouse.committed(PUBLISH_LOG, commit):
+        return run
+    moved = [name for name, v in run["table_versions"].items() if warehouse.version(name) != v]
+    if moved:
+        raise PublishRefusedError(f"gold tables changed since run {run_id!r} wrote them ({', '.join(sorted(moved))}): re-run its replay stage")
+    quality = json.loads(run["quality"])
+    quality["gold_expectations"] = len(results)
+    row = spark.createDataFrame(
+        [(run_id, int(time.time() * 1000), run["window_from"], run["window_to"],
+          [(c["namesrv"], c["from_ts"], c["to_ts"], c["profile"]) for c in run["namesrvs"]],
+          run["table_versions"], run["row_counts"], json.dumps(quality, sort_keys=True))],
+        PUBLISH_LOG.schema,
+    )
+    warehouse.append(PUBLISH_LOG, row, commit)
+    return run
+
+
+class GoldQualityError(RuntimeError):
+    """The gold quality check of a run failed: nothing was published."""
+
+    def __init__(self, report: QualityReport) -> None:
+        super().__init__(report.text())
+        self.report = report
 
 
 def run_replay(
@@ -72,90 +395,51 @@ def run_replay(
     *,
     window_from: int | None = None,
     window_to: int | None = None,
+    from_last_good: bool = False,
 ) -> ReplayResult:
-    """Replay silver into gold and publish (see module docstring)."""
-    started = time.time()
-    for spec in GOLD_TABLES:
-        warehouse.ensure(spec)
-    replay_cfg = settings.replay
-    events = warehouse.read(EVENTS)
-    bounds = events.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).first()
-    if bounds is None or bounds.lo is None:
-        raise NothingToReplayError("silver.events is empty: ingest a capture first")
-    covered_from = window_from if window_from is not None else bounds.lo
-    covered_to = window_to if window_to is not None else bounds.hi
-    events = events.where(F.col("ts") <= covered_to)
-    origins = namesrv_origins(events)
-    if not origins:
-        raise NothingToReplayError(f"no record at or before {covered_to}")
+    """All three stages: replay the window, check it, publish it (see module docstring)."""
+    result = replay_window(spark, warehouse, settings, run_id, window_from=window_from, window_to=window_to, from_last_good=from_last_good)
+    report = check_window(spark, warehouse, run_id)
+    if not report.passed:
+        raise GoldQualityError(report)
+    publish_window(spark, warehouse, run_id)
+    return ReplayResult(**{**result.__dict__, "quality": report})
 
-    starts: dict[str, list] = {}
-    for r in events.where(F.col("kind") == "namesrv_start").select("namesrv", "ts", "rocketmq_version", "config").collect():
-        starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
-    grid = epochs(starts, origins, covered_to, replay_cfg.default_profile, replay_cfg.default_config)
-    epoch_df = epochs_frame(spark, grid).persist()
 
-    changing = ranked_events(route_changing(events))
-    maps = unit_maps(changing, replay_cfg.default_profile)
-    routed = with_first_bodies(with_units(spark, changing, maps), warehouse.read(TOPIC_CONFIGS))
-    changes = replay_units(
-        routed, origins=origins, until=covered_to, default_profile=replay_cfg.default_profile, default_config=replay_cfg.default_config
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    generic = generic_intervals(changes).persist(StorageLevel.MEMORY_AND_DISK)
-    ticks = scan_ticks(epoch_df, changes, covered_to, run_id).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        outputs = {
-            ROUTE_CHANGES.name: with_tick(changes, epoch_df, covered_to).withColumn("run_id", F.lit(run_id)),
-            SCAN_TICKS.name: ticks,
-            NAMESRV_EPOCHS.name: epoch_df.select(
-                "namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")
-            ),
-            KEYFRAMES.name: keyframes(generic, ticks, replay_cfg.keyframe_every_ticks, run_id),
-            ROUTE_FIDELITY.name: fidelity(events, generic, epoch_df, run_id),
-            **typed_intervals(generic, run_id),
-        }
-        commit = CommitInfo(run_id=run_id, job=JOB, window_from=covered_from, window_to=covered_to)
-        replaced = {"namesrv": sorted(origins)}
-        by_name = {spec.name: spec for spec in GOLD_TABLES}
-        versions: dict[str, int] = {}
-        counts: dict[str, int] = {}
-        for name, df in outputs.items():
-            spec = by_name[name]
-            frame = df.select(*spec.schema.fieldNames()).persist(StorageLevel.MEMORY_AND_DISK)
-            counts[name] = frame.count()
-            warehouse.overwrite(spec, frame, commit, partitions=replaced)
-            versions[name] = warehouse.version(spec)
-            frame.unpersist()
-        coverage = {
-            ns: (max(origins[ns], covered_from), covered_to, next(e.profile for e in reversed(grid) if e.namesrv == ns))
-            for ns in origins
-        }
-        checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name]).groupBy("match").count().collect()
-        fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
-        quality = {
-            "changes_by_cause": {r.cause: r["count"] for r in changes.groupBy("cause").count().collect()},
-            "units": sum(len(m.units()) for m in maps.values()),
-            "fidelity": {"matched": fidelity_counts.get("matched", 0), "mismatched": fidelity_counts.get("mismatched", 0)},
-        }
-        publish = spark.createDataFrame(
-            [(run_id, int(time.time() * 1000), covered_from, covered_to,
-              [(ns, f, t, p) for ns, (f, t, p) in sorted(coverage.items())], versions, counts, json.dumps(quality, sort_keys=True))],
-            PUBLISH_LOG.schema,
-        )
-        warehouse.append(PUBLISH_LOG, publish, CommitInfo(run_id=run_id, job="publish", window_from=covered_from, window_to=covered_to))
-        return ReplayResult(
-            run_id=run_id,
-            window_from=covered_from,
-            window_to=covered_to,
-            namesrvs=coverage,
-            units=quality["units"],
-            changes=counts[ROUTE_CHANGES.name],
-            ticks=counts[SCAN_TICKS.name],
-            fidelity=quality["fidelity"],
-            row_counts=counts,
-            table_versions=versions,
-            seconds=time.time() - started,
-        )
-    finally:
-        for frame in (ticks, generic, changes, epoch_df):
-            frame.unpersist()
+def run_backfill(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    settings: Settings,
+    run_prefix: str,
+    *,
+    start: int | None,
+    end: int | None = None,
+) -> list[ReplayResult]:
+    """Re-run every window of ``(start, end]`` in order (each replayed, checked and published), cut
+    where the published windows were cut; ``end`` defaults to the end of the published coverage."""
+    if end is None:
+        published = latest_publish(warehouse)
+        if published is None:
+            raise NotWrittenError("nothing has been published yet: there is nothing to backfill")
+        end = max(to for _, to, _ in published.coverage.values())
+    results = []
+    for i, (after, until) in enumerate(backfill_windows(warehouse, start, end)):
+        results.append(run_replay(spark, warehouse, settings, f"{run_prefix}-{i:04d}", window_from=after, window_to=until))
+    return results
+
+
+__all__ = [
+    "GoldQualityError",
+    "MissingPredecessorError",
+    "NothingToReplayError",
+    "NotWrittenError",
+    "PublishRefusedError",
+    "ReplayResult",
+    "check_window",
+    "latest_publish",
+    "publish_window",
+    "replay_window",
+    "resolve_start",
+    "run_backfill",
+    "run_replay",
+]

@@ -8,17 +8,19 @@ each distinct register body is joined once per unit, to the first record that ca
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from nsreplay.model import profile_for_version
 from nsreplay.storage.arrow_types import to_arrow_schema
-from pipelines.replay.unit_replay import replay_unit
-from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitMap, assign_units
+from pipelines.replay.unit_replay import UnitReplay
+from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
 from schemas.silver import BODY
 
 # Requests that change route tables, by how they are routed to units.
@@ -46,10 +48,11 @@ CHANGE = StructType(
 
 
 def ranked_events(events: DataFrame) -> DataFrame:
-    """Events with ``record_rank``: the NameServer's processing order (ts, seq — records with a seq
-    first —, then file and line)."""
-    w = Window.partitionBy("namesrv").orderBy(
-        F.col("ts"), F.col("seq").isNull(), F.col("seq"), F.col("source_file"), F.col("line_no")
+    """Events with ``record_rank``: the NameServer's processing order among the records of one ``ts``
+    (records with a seq first, by seq, then file and line). The order of a NameServer's records is
+    (ts, record_rank); ranking within a ts keeps ranks independent of how time is cut into windows."""
+    w = Window.partitionBy("namesrv", "ts").orderBy(
+        F.col("seq").isNull(), F.col("seq"), F.col("source_file"), F.col("line_no")
     )
     return events.withColumn("record_rank", F.row_number().over(w).cast("long"))
 
@@ -67,9 +70,11 @@ def route_changing(events: DataFrame) -> DataFrame:
     )
 
 
-def unit_maps(events: DataFrame, default_profile: str) -> dict[str, UnitMap]:
-    """The replay units of every NameServer, from distinct membership facts (small metadata)."""
-    facts: dict[str, list[Membership]] = {}
+def unit_facts(events: DataFrame, default_profile: str) -> dict[str, UnitFacts]:
+    """What decides each NameServer's replay units, from distinct membership facts (small metadata):
+    the (brokerName, address, connection, cluster) of registrations and unregistrations, the
+    brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under."""
+    facts: dict[str, set[Membership]] = {}
     rows = (
         events.where((F.col("kind") == "request") & F.col("code").isin(103, 104) & F.col("broker_name").isNotNull())
         .select("namesrv", "broker_name", "broker_addr", F.when(F.col("code") == 103, F.col("conn")).alias("conn"), "cluster_name")
@@ -77,24 +82,29 @@ def unit_maps(events: DataFrame, default_profile: str) -> dict[str, UnitMap]:
         .collect()
     )
     for r in rows:
-        facts.setdefault(r.namesrv, []).append(Membership(r.broker_name, r.broker_addr, r.conn, r.cluster_name))
-    topic_groups: dict[str, list[tuple[str, ...]]] = {}
+        facts.setdefault(r.namesrv, set()).add(Membership(r.broker_name, r.broker_addr, r.conn, r.cluster_name))
+    topic_groups: dict[str, set[tuple[str, ...]]] = {}
     register_topic = events.where((F.col("kind") == "request") & (F.col("code") == 217) & F.col("body").isNotNull())
     names = F.from_json("body", "struct<queueDatas: array<struct<brokerName: string>>>").queueDatas.brokerName
     for r in register_topic.select("namesrv", names.alias("names")).distinct().collect():
         if r.names:
-            topic_groups.setdefault(r.namesrv, []).append(tuple(n for n in r.names if n is not None))
+            topic_groups.setdefault(r.namesrv, set()).add(tuple(n for n in r.names if n is not None))
             for n in r.names:
                 if n is not None:
-                    facts.setdefault(r.namesrv, []).append(Membership(n))
+                    facts.setdefault(r.namesrv, set()).add(Membership(n))
     profiles: dict[str, set[str]] = {}
     for r in events.where(F.col("kind") == "namesrv_start").select("namesrv", "rocketmq_version").distinct().collect():
         profiles.setdefault(r.namesrv, set()).add(profile_for_version(r.rocketmq_version))
     namesrvs = {r.namesrv for r in events.select("namesrv").distinct().collect()}
     return {
-        ns: assign_units(facts.get(ns, []), topic_groups=topic_groups.get(ns, ()), profiles=profiles.get(ns, {default_profile}) | {default_profile})
+        ns: UnitFacts(frozenset(facts.get(ns, ())), frozenset(topic_groups.get(ns, ())), frozenset(profiles.get(ns, set()) | {default_profile}))
         for ns in namesrvs
     }
+
+
+def unit_maps(events: DataFrame, default_profile: str) -> dict[str, UnitMap]:
+    """The replay units of every NameServer in ``events`` (see :func:`unit_facts`)."""
+    return {ns: f.assign() for ns, f in unit_facts(events, default_profile).items()}
 
 
 def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMap]) -> DataFrame:
@@ -132,7 +142,7 @@ def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMa
 
 def with_first_bodies(routed: DataFrame, topic_configs: DataFrame) -> DataFrame:
     """Attach the decoded body to the first record of each body_id in each unit (only there)."""
-    w = Window.partitionBy("namesrv", "unit", "body_id").orderBy("record_rank")
+    w = Window.partitionBy("namesrv", "unit", "body_id").orderBy("ts", "record_rank")
     first = F.col("body_id").isNotNull() & (F.row_number().over(w) == 1)
     marked = routed.withColumn("_first_body", first)
     body_cols = [c for c in BODY.fieldNames() if c != "body_id"]
@@ -143,6 +153,23 @@ def with_first_bodies(routed: DataFrame, topic_configs: DataFrame) -> DataFrame:
     return joined.drop("_first_body")
 
 
+UNIT_OUTPUT = StructType(
+    CHANGE.fields
+    + [StructField("carried", BooleanType(), True), StructField("state", BinaryType(), True)]
+)
+STATE_COLUMN = "replay_state"
+
+
+def with_states(routed: DataFrame, states: DataFrame | None) -> DataFrame:
+    """The routed records plus, for every unit that resumes, one row carrying its pickled state
+    (``replay_state``; the state rows have no record columns). ``states``: (namesrv, unit,
+    replay_state)."""
+    plain = routed.withColumn(STATE_COLUMN, F.lit(None).cast(BinaryType()))
+    if states is None:
+        return plain
+    return plain.unionByName(states.select("namesrv", "unit", STATE_COLUMN), allowMissingColumns=True)
+
+
 def replay_units(
     routed: DataFrame,
     *,
@@ -151,20 +178,31 @@ def replay_units(
     default_profile: str,
     default_config: Mapping[str, object],
 ) -> DataFrame:
-    """Change rows (schema CHANGE) of every (NameServer, unit), each unit replayed in one task."""
-    arrow_schema = to_arrow_schema(CHANGE)
+    """Rows of schema UNIT_OUTPUT for every (NameServer, unit), each unit replayed in one task:
+    its change rows (``state`` null; ``carried`` true for the rows that opened intervals carried in
+    from the previous window), then one row whose ``state`` is the unit's pickled
+    :class:`~pipelines.replay.unit_replay.UnitReplay` at ``until``. A unit with a state row resumes
+    from it; a unit without one starts at its NameServer's origin."""
+    arrow_schema = to_arrow_schema(UNIT_OUTPUT)
     origins = dict(origins)
     config = dict(default_config)
 
     def replay(table: pa.Table) -> pa.Table:
-        rows: list[dict[str, Any]] = table.sort_by("record_rank").to_pylist()
-        if not rows:
+        resumed = table.filter(pc.is_valid(table[STATE_COLUMN]))
+        records = table.filter(pc.is_null(table[STATE_COLUMN])).sort_by([("ts", "ascending"), ("record_rank", "ascending")])
+        first = (resumed if resumed.num_rows else records).slice(0, 1).to_pylist()
+        if not first:
             return arrow_schema.empty_table()
-        namesrv, unit = rows[0]["namesrv"], rows[0]["unit"]
-        out = [
-            {"namesrv": namesrv, "unit": unit, **change}
-            for change in replay_unit(rows, origin=origins[namesrv], until=until, default_profile=default_profile, default_config=config)
-        ]
+        namesrv, unit = first[0]["namesrv"], first[0]["unit"]
+        if resumed.num_rows:
+            unit_replay = pickle.loads(resumed[STATE_COLUMN][0].as_py())
+            out = [{"namesrv": namesrv, "unit": unit, **row} for row in unit_replay.carried()]
+        else:
+            unit_replay = UnitReplay(origin=origins[namesrv], default_profile=default_profile, default_config=config)
+            out = []
+        out += [{"namesrv": namesrv, "unit": unit, **change} for change in unit_replay.feed(records.to_pylist(), until)]
+        out.append({"namesrv": namesrv, "unit": unit, "ts": until, "phase": -1, "table": "", "key": "", "op": "state", "cause": "state",
+                    "state": pickle.dumps(unit_replay, protocol=pickle.HIGHEST_PROTOCOL)})
         return pa.Table.from_pylist(out, schema=arrow_schema)
 
-    return routed.groupBy("namesrv", "unit").applyInArrow(replay, CHANGE)
+    return routed.groupBy("namesrv", "unit").applyInArrow(replay, UNIT_OUTPUT)

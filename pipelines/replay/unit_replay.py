@@ -6,7 +6,7 @@ NameServer's order, interleaves the scan ticks (semantics spec §4: records at a
 then the scan; a restart restarts the grid), and turns every change of state into change rows:
 
     {"ts", "phase" (0 record, 1 scan tick), "record_rank", "table", "key", "op" ("put"/"remove"),
-     "before", "after", "cause"}
+     "before", "after", "cause", "carried" (False; True only for :meth:`UnitReplay.carried` rows)}
 
 Keys and values are canonical JSON (sorted keys, compact); the key of each table is the part that
 belongs to one broker group, so rows of different units never collide:
@@ -135,12 +135,16 @@ class RecordBuilder:
 
 class UnitReplay:
     """The replay of one unit, resumable: its complete state (the NameServer's tables, stored
-    connections and dataVersions, the KV store, the body cache, the last emitted snapshot and the
-    tick phase) pickles at the end of a window, and a replay resumed from it emits exactly the
-    changes a single replay over both windows would have.
+    connections and dataVersions, the KV store, the last emitted snapshot, the tick phase and the
+    start of every open interval) pickles at the end of a window, and a replay resumed from it emits
+    exactly the changes a single replay over both windows would have.
 
-    ``feed`` takes rows in the NameServer's order (``record_rank``); ``advance(until)`` runs every
-    tick up to ``until``; both yield change rows.
+    ``feed`` takes rows in the NameServer's order (``ts``, then ``record_rank``); ``advance(until)``
+    runs every tick up to ``until``; both yield change rows. :meth:`carried` gives, for a resumed
+    replay, the change rows that opened the intervals still open at the window's start.
+
+    The register-body cache is not part of the state: every window attaches each body to the first
+    record of the window that carries it (:func:`pipelines.replay.transforms.with_first_bodies`).
     """
 
     def __init__(self, *, origin: int, default_profile: str, default_config: Mapping[str, object] | None = None) -> None:
@@ -149,11 +153,30 @@ class UnitReplay:
         self.previous = self.ns.snapshot()
         self.next_tick = self.ns.first_tick
         self.until: int | None = None
+        self.opened: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["builder"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.builder = RecordBuilder()
+
+    def carried(self) -> Iterator[dict[str, Any]]:
+        """The put rows that opened every interval still open (``carried`` marks them)."""
+        for (table, key), row in sorted(self.opened.items()):
+            yield {**row, "table": table, "key": key, "op": "put", "before": None, "carried": True}
 
     def _changes(self, ts: int, phase: int, rank: int | None, cause: str) -> Iterator[dict[str, Any]]:
         current = self.ns.snapshot()
         for table, key, op, before, after in diff_snapshots(self.previous, current):
-            yield {"ts": ts, "phase": phase, "record_rank": rank, "table": table, "key": key, "op": op, "before": before, "after": after, "cause": cause}
+            if op == "put":
+                self.opened[(table, key)] = {"ts": ts, "phase": phase, "record_rank": rank, "after": after, "cause": cause}
+            else:
+                self.opened.pop((table, key), None)
+            yield {"ts": ts, "phase": phase, "record_rank": rank, "table": table, "key": key, "op": op, "before": before, "after": after, "cause": cause, "carried": False}
         self.previous = current
 
     def advance(self, until: int) -> Iterator[dict[str, Any]]:
@@ -192,6 +215,6 @@ def replay_unit(
     default_profile: str,
     default_config: Mapping[str, object] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Change rows of one unit. ``rows`` must be in the NameServer's order (``record_rank``);
+    """Change rows of one unit. ``rows`` must be in the NameServer's order (``ts``, ``record_rank``);
     ``origin`` is the tick origin when no start record comes first; ticks run up to ``until``."""
     return UnitReplay(origin=origin, default_profile=default_profile, default_config=default_config).feed(rows, until)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 KV_UNIT = "~kv"
+BASE_UNIT = "~base"  # sees only the records sent to every unit: the state a new unit starts from
 BROADCAST = "*"
 
 # Resize thresholds (entries) above which Java iteration order could change (spec §1).
@@ -79,7 +80,40 @@ class UnitMap:
     whole_namesrv: bool
 
     def units(self) -> set[str]:
-        return set(self.by_broker_name.values()) | {KV_UNIT}
+        return set(self.by_broker_name.values()) | {KV_UNIT, BASE_UNIT}
+
+
+@dataclass(frozen=True)
+class UnitFacts:
+    """Everything :func:`assign_units` decides from, for one NameServer; facts of consecutive windows
+    combine with ``|`` (the units of the union are those of one window over both)."""
+
+    memberships: frozenset[Membership] = frozenset()
+    topic_groups: frozenset[tuple[str, ...]] = frozenset()
+    profiles: frozenset[str] = frozenset()
+
+    def __or__(self, other: "UnitFacts") -> "UnitFacts":
+        return UnitFacts(self.memberships | other.memberships, self.topic_groups | other.topic_groups, self.profiles | other.profiles)
+
+    def assign(self) -> "UnitMap":
+        ordered = sorted(self.memberships, key=lambda m: (m.broker_name, m.broker_addr or "", m.conn or "", m.cluster or ""))
+        return assign_units(ordered, topic_groups=sorted(self.topic_groups), profiles=sorted(self.profiles))
+
+
+def carries_over(previous: UnitMap, current: UnitMap) -> dict[str, str] | None:
+    """How the units of ``previous`` (the map at a window's start) continue in ``current`` (the map
+    over everything up to the window's end): previous unit id → current unit id, or ``None`` when two
+    previous units merged (their states cannot be combined exactly: replay that NameServer from its
+    first record)."""
+    mapping: dict[str, str] = {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT}
+    for name, unit in previous.by_broker_name.items():
+        target = current.by_broker_name[name]
+        if mapping.setdefault(unit, target) != target:
+            return None
+    targets = [t for u, t in mapping.items()]
+    if len(set(targets)) != len(targets):
+        return None
+    return mapping
 
 
 def assign_units(facts: Iterable[Membership], *, topic_groups: Iterable[tuple[str, ...]] = (), profiles: Iterable[str] = ("rocketmq-5",)) -> UnitMap:

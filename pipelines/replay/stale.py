@@ -1,0 +1,93 @@
+"""Late input: which published windows it makes stale, and the re-runs (backfill) that repair them.
+
+A record that arrives after the window holding its ``ts`` was published changes that window and,
+through the carried state, every window after it. :func:`mark_stale` (called by every ingest run
+that added records) compares the earliest new record of each NameServer with the published windows
+and appends one ``gold.stale_windows`` row per window to re-run. A stale row stays open until a run
+publishes that window again after the row was detected (:func:`open_stale`).
+
+:func:`backfill_windows` turns a time range into the windows to re-run, in order: the published
+window ends inside the range (so re-runs cut time as the original runs did), chained from the start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from nsreplay.storage import CommitInfo, Warehouse
+from schemas.gold import PUBLISH_LOG, STALE_WINDOWS
+
+
+@dataclass(frozen=True)
+class StaleWindow:
+    namesrv: str
+    window_from: int
+    window_to: int
+    published_run_id: str
+    late_from_ts: int
+    detected_by: str
+    detected_ms: int
+
+
+def _published_windows(warehouse: Warehouse) -> list[tuple[int, int, str, int, frozenset[str]]]:
+    """(window_from, window_to, run_id, published_ms, namesrvs) of every publish row, oldest first."""
+    if not warehouse.exists(PUBLISH_LOG):
+        return []
+    rows = warehouse.read(PUBLISH_LOG).select("window_from", "window_to", "run_id", "published_ms", F.col("namesrvs.namesrv").alias("ns")).collect()
+    return sorted(((r.window_from, r.window_to, r.run_id, r.published_ms, frozenset(r.ns)) for r in rows), key=lambda w: (w[3], w[2]))
+
+
+def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[str, int], run_id: str) -> list[StaleWindow]:
+    """Record the published windows that records newer than their publish make stale: for each
+    NameServer, every published window ending at or after its earliest new record."""
+    windows = _published_windows(warehouse)
+    if not windows or not earliest_new:
+        return []
+    latest_by_window: dict[tuple[int, int], str] = {}
+    for w_from, w_to, rid, _, _ in windows:
+        latest_by_window[(w_from, w_to)] = rid
+    now = int(time.time() * 1000)
+    stale = [
+        StaleWindow(ns, w_from, w_to, rid, first, run_id, now)
+        for (w_from, w_to), rid in sorted(latest_by_window.items())
+        for ns, first in sorted(earliest_new.items())
+        if first <= w_to
+    ]
+    if stale:
+        rows = [(s.namesrv, s.window_from, s.window_to, s.published_run_id, s.late_from_ts, s.detected_by, s.detected_ms) for s in stale]
+        warehouse.append(STALE_WINDOWS, spark.createDataFrame(rows, STALE_WINDOWS.schema), CommitInfo(run_id=run_id, job="stale-check"))
+    return stale
+
+
+def open_stale(warehouse: Warehouse) -> list[StaleWindow]:
+    """Stale windows not yet published again since they were detected."""
+    if not warehouse.exists(STALE_WINDOWS):
+        return []
+    windows = _published_windows(warehouse)
+    out = []
+    for r in warehouse.read(STALE_WINDOWS).collect():  # small bookkeeping table
+        republished = any(w_to == r.window_to and published > r.detected_ms for _, w_to, _, published, _ in windows)
+        if not republished:
+            out.append(StaleWindow(r.namesrv, r.window_from, r.window_to, r.published_run_id, r.late_from_ts, r.detected_by, r.detected_ms))
+    return sorted(out, key=lambda s: (s.window_to, s.namesrv))
+
+
+def backfill_windows(warehouse: Warehouse, start: int | None, end: int) -> list[tuple[int | None, int]]:
+    """The windows ``(after, until]`` that re-run ``(start, end]`` in order: cut at the published
+    window ends inside the range (``start`` None: from the first record)."""
+    ends = sorted({w_to for _, w_to, _, _, _ in _published_windows(warehouse) if (start is None or w_to > start) and w_to < end})
+    cuts = ends + [end]
+    out: list[tuple[int | None, int]] = []
+    after = start
+    for cut in cuts:
+        out.append((after, cut))
+        after = cut
+    return out
+
+
+__all__ = ["StaleWindow", "backfill_windows", "mark_stale", "open_stale"]

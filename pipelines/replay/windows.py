@@ -1,0 +1,58 @@
+"""Windows of replay: which records a run replays, what it resumes from, which gold rows it owns.
+
+A run replays the window ``(after, until]``: the records with ``after < ts <= until`` and the scan
+ticks in that range, resuming every replay unit from the state persisted at ``after`` by the run of
+the previous window (``after`` None: from each NameServer's first record, nothing carried).
+
+Ownership, so that windows run one by one give the same tables as one run over all of them:
+
+* rows stamped with one instant (changes, scan ticks, keyframes, fidelity checks) belong to the
+  window holding that instant;
+* an interval belongs to the window in which it ends (``valid_to``); intervals still open at the end
+  of the covered range belong to the latest window.
+
+A run of the latest window (its end at or after everything published) therefore replaces every row
+after ``after``, including anything a killed run left behind; a re-run of an earlier window
+replaces exactly its own slice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+
+class MissingPredecessorError(RuntimeError):
+    """The window's start is not the end of a published window (no carried state to resume from)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """``(after, until]``; ``latest``: nothing published ends after ``until``."""
+
+    after: int | None
+    until: int
+    latest: bool
+
+    def instant(self, column: str) -> str:
+        """Spark SQL predicate: rows stamped ``column`` that this window owns."""
+        lower = None if self.after is None else f"`{column}` > {self.after}"
+        upper = None if self.latest else f"`{column}` <= {self.until}"
+        return " AND ".join(p for p in (lower, upper) if p) or "true"
+
+    def interval(self) -> str:
+        """Spark SQL predicate: the interval rows this window owns (by ``valid_to``)."""
+        if self.latest:
+            return "true" if self.after is None else f"(`valid_to` IS NULL OR `valid_to` > {self.after})"
+        lower = "" if self.after is None else f" AND `valid_to` > {self.after}"
+        return f"(`valid_to` IS NOT NULL AND `valid_to` <= {self.until}{lower})"
+
+    def records(self) -> Column:
+        """The records this window replays."""
+        upper = F.col("ts") <= self.until
+        return upper if self.after is None else upper & (F.col("ts") > self.after)
+
+
+__all__ = ["MissingPredecessorError", "Window"]
