@@ -1,0 +1,157 @@
+"""Airflow DAG ``nsreplay_routes``: keeps the published NameServer route history current.
+
+One DAG run per data interval (T1, T2], four tasks, each one ``./spark-submit.sh`` call:
+
+    ingest  ->  replay  ->  quality  ->  publish
+
+* ``ingest``   jobs/ingest_captures.py: reads capture files it has not read before into bronze/silver.
+* ``replay``   jobs/rebuild_routes.py --stage replay: the window (T1, T2] from the state published at T1.
+* ``quality``  ... --stage quality: Great Expectations on what ``replay`` wrote; fails the run if they fail.
+* ``publish``  ... --stage publish: readers see the window only after this.
+
+Scheduling only: every decision about data lives in the jobs. Run ids come from the data interval
+(``ingest-<T1>``, ``routes-<T1>``), so a retry or a cleared re-run of a window reuses its run id and the
+jobs (idempotent per run id) do not duplicate anything. Windows build on their predecessor's published
+state, hence ``max_active_runs=1`` and ``depends_on_past``. See docs/operations.md.
+
+Settings. At parse time (environment of the DAG processor/scheduler; no database access):
+``NSREPLAY_SCHEDULE`` (cron or preset, default ``@hourly``), ``NSREPLAY_START_DATE`` (ISO-8601, start
+of the first window, default 2024-11-21T00:00:00+00:00), ``NSREPLAY_POOL`` (default ``default_pool``).
+At run time each setting is the first non-empty of: the DAG run's params (trigger conf), the key of
+the JSON Airflow Variable ``nsreplay``, the environment at parse time, the default:
+
+    setting        environment            default
+    project_root   NSREPLAY_ROOT          the checkout holding this file (symlinks resolved)
+    captures       NSREPLAY_CAPTURES      captures/incoming
+    warehouse      NSREPLAY_WAREHOUSE     warehouse
+    nsreplay_env   NSREPLAY_ENV           local  (conf/<env>/ of the project)
+    spark_args     NSREPLAY_SPARK_ARGS    none; spark-submit options, e.g. --master yarn --deploy-mode client
+    delta          NSREPLAY_DELTA         none; "spark" adds the delta-spark package
+
+e.g. ``airflow variables set nsreplay '{"warehouse": "s3a://bucket/nsreplay", "captures": "/data/captures"}'``.
+Relative captures/warehouse paths are relative to the project root; URIs (s3a://, abfss://, hdfs://)
+pass through unchanged. An unknown key in the Variable fails the task (typos do not go unnoticed).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+try:  # Airflow 3
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.sdk import DAG, Param
+except ImportError:  # Airflow 2.x
+    from airflow import DAG
+    from airflow.models.param import Param
+    from airflow.operators.bash import BashOperator
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+DAG_ID = "nsreplay_routes"
+
+# Explicit data-interval timetable: on Airflow 3 a plain cron string means CronTriggerTimetable, whose
+# runs have an empty interval (start == end) - useless for windows.
+SCHEDULE = CronDataIntervalTimetable(os.environ.get("NSREPLAY_SCHEDULE", "@hourly"), timezone="UTC")
+START_DATE = datetime.fromisoformat(os.environ.get("NSREPLAY_START_DATE", "2024-11-21T00:00:00+00:00").replace("Z", "+00:00"))
+if START_DATE.tzinfo is None:
+    START_DATE = START_DATE.replace(tzinfo=timezone.utc)
+
+DEFAULTS = {
+    "project_root": os.environ.get("NSREPLAY_ROOT") or str(Path(__file__).resolve().parents[1]),
+    "captures": os.environ.get("NSREPLAY_CAPTURES", "captures/incoming"),
+    "warehouse": os.environ.get("NSREPLAY_WAREHOUSE", "warehouse"),
+    "nsreplay_env": os.environ.get("NSREPLAY_ENV", "local"),
+    "spark_args": os.environ.get("NSREPLAY_SPARK_ARGS", ""),
+    "delta": os.environ.get("NSREPLAY_DELTA", ""),
+}
+
+
+def nsreplay_settings(variable: object, params: object) -> dict[str, str]:
+    """The run-time settings (macro; no I/O): defaults, overlaid by the Variable, then by params."""
+    if not isinstance(variable, dict):
+        raise ValueError(f"Airflow Variable 'nsreplay' must be a JSON object, not {type(variable).__name__}")
+    unknown = sorted(set(variable) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"Airflow Variable 'nsreplay' has unknown keys {unknown}; known: {sorted(DEFAULTS)}")
+    merged = dict(DEFAULTS)
+    for source in (variable, params):
+        for key in DEFAULTS:
+            value = source.get(key)
+            if value not in (None, ""):
+                merged[key] = str(value)
+    return merged
+
+
+def submit(job_args: str) -> str:
+    """The bash command of one task: ``spark-submit.sh`` with the run's settings (one Variable read)."""
+    return (
+        "{% set s = nsreplay_settings(var.json.get('nsreplay', {}), params) %}"
+        "NSREPLAY_ENV={{ s.nsreplay_env | sh }} NSREPLAY_DELTA={{ s.delta | sh }} "
+        "{{ s.project_root | sh }}/spark-submit.sh {{ s.spark_args }} " + job_args
+    )
+
+
+WINDOW = "--from {{ data_interval_start | ts }} --to {{ data_interval_end | ts }}"
+
+
+def rebuild_stage(stage: str) -> str:
+    return submit("jobs/rebuild_routes.py --warehouse {{ s.warehouse | sh }} " + WINDOW
+                  + " --run-id routes-{{ data_interval_start | ts_nodash }} --stage " + stage)
+
+
+with DAG(
+    dag_id=DAG_ID,
+    description="Ingest NameServer captures, replay each window into the route history, check, publish",
+    schedule=SCHEDULE,
+    start_date=START_DATE,
+    catchup=True,  # every window since start_date, in order: the history has no gaps
+    max_active_runs=1,  # a window resumes from its predecessor's published state
+    dagrun_timeout=timedelta(hours=6),
+    default_args={
+        "owner": "nsreplay",
+        "retries": 2,
+        "retry_delay": timedelta(minutes=5),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=30),
+        "pool": os.environ.get("NSREPLAY_POOL", "default_pool"),
+    },
+    params={
+        name: Param("", type="string", description=f"overrides setting {name} for this run (empty: not overridden)")
+        for name in DEFAULTS
+    },
+    user_defined_macros={"nsreplay_settings": nsreplay_settings},
+    user_defined_filters={"sh": shlex.quote},
+    tags=["nsreplay", "spark", "rocketmq"],
+    doc_md=__doc__,
+) as dag:
+    ingest = BashOperator(
+        task_id="ingest",
+        bash_command=submit("jobs/ingest_captures.py --captures {{ s.captures | sh }} --warehouse {{ s.warehouse | sh }} "
+                            "--run-id ingest-{{ data_interval_start | ts_nodash }}"),
+        execution_timeout=timedelta(hours=1),
+    )
+    replay = BashOperator(
+        task_id="replay",
+        bash_command=rebuild_stage("replay"),
+        execution_timeout=timedelta(hours=2),
+        depends_on_past=True,
+        wait_for_downstream=True,  # also the previous window's quality
+    )
+    quality = BashOperator(
+        task_id="quality",
+        bash_command=rebuild_stage("quality"),
+        execution_timeout=timedelta(minutes=30),
+        retries=1,  # a failed check fails again on the same data; one retry covers a lost executor
+        depends_on_past=True,
+        wait_for_downstream=True,  # also the previous window's publish
+    )
+    publish = BashOperator(
+        task_id="publish",
+        bash_command=rebuild_stage("publish"),
+        execution_timeout=timedelta(minutes=15),
+        depends_on_past=True,
+    )
+
+    ingest >> replay >> quality >> publish

@@ -1,0 +1,72 @@
+"""The DAG as the scheduler sees it: a DagBag of dags/ (no examples) in the pinned Airflow venv."""
+
+from __future__ import annotations
+
+import json
+
+from scheduling_support import ROOT
+
+TASKS = ("ingest", "replay", "quality", "publish")
+
+
+def load(airflow) -> dict:
+    result = airflow.run("python", str(ROOT / "tests" / "scheduling" / "inspect_dag.py"), timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_dag_imports_with_expected_shape(airflow):
+    bag = load(airflow)
+    assert bag["import_errors"] == {}
+    assert bag["dag_ids"] == ["nsreplay_routes"]
+
+    dag = bag["dag"]
+    assert dag["catchup"] is True
+    assert dag["max_active_runs"] == 1
+    assert dag["dagrun_timeout"] and dag["dagrun_timeout"] > 0
+    assert dag["timetable"] == "CronDataIntervalTimetable" and dag["periodic"]  # runs span real intervals
+    assert "nsreplay" in dag["tags"] and dag["has_doc"]
+    assert {"warehouse", "captures", "spark_args"} <= set(dag["params"])
+
+    tasks = bag["tasks"]
+    assert sorted(tasks) == sorted(TASKS)
+    for before, after in zip(TASKS, TASKS[1:]):  # a straight line: ingest -> replay -> quality -> publish
+        assert tasks[before]["downstream"] == [after]
+        assert tasks[after]["upstream"] == [before]
+    assert tasks["ingest"]["upstream"] == [] and tasks["publish"]["downstream"] == []
+
+    for task_id, task in tasks.items():
+        assert task["type"] == "BashOperator"
+        assert task["retries"] >= 1 and task["retry_delay"] > 0, task_id
+        assert task["execution_timeout"] and task["execution_timeout"] > 0, task_id
+        assert "spark-submit.sh" in task["bash_command"], task_id
+    for task_id in ("replay", "quality", "publish"):  # each window builds on the previous one
+        assert tasks[task_id]["depends_on_past"] is True, task_id
+    assert tasks["ingest"]["depends_on_past"] is False
+    assert tasks["replay"]["wait_for_downstream"] is True
+
+    assert "jobs/ingest_captures.py" in tasks["ingest"]["bash_command"]
+    for stage in ("replay", "quality", "publish"):
+        command = tasks[stage]["bash_command"]
+        assert "jobs/rebuild_routes.py" in command and f"--stage {stage}" in command
+        assert "--from {{ data_interval_start | ts }} --to {{ data_interval_end | ts }}" in command
+        assert "--run-id routes-{{ data_interval_start | ts_nodash }}" in command
+
+
+def test_unknown_setting_in_the_variable_fails_the_render(airflow):
+    result = airflow.run("airflow", "tasks", "render", "nsreplay_routes", "ingest", "2024-11-21T02:00:00+00:00",
+                         extra_env={"AIRFLOW_VAR_NSREPLAY": '{"wharehouse": "/tmp/x"}'}, timeout=180)
+    assert "unknown keys ['wharehouse']" in result.stdout + result.stderr
+
+
+def test_settings_render_into_the_commands(airflow):
+    setting = {"warehouse": "/tmp/a warehouse", "captures": "s3a://bucket/captures", "spark_args": "--master yarn",
+               "nsreplay_env": "prod", "delta": "spark"}
+    result = airflow.run("airflow", "tasks", "render", "nsreplay_routes", "ingest", "2024-11-21T02:00:00+00:00",
+                         extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(setting)}, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    command = next(line for line in result.stdout.splitlines() if "spark-submit.sh" in line)
+    assert command == (
+        f"NSREPLAY_ENV=prod NSREPLAY_DELTA=spark {ROOT}/spark-submit.sh --master yarn jobs/ingest_captures.py "
+        "--captures s3a://bucket/captures --warehouse '/tmp/a warehouse' --run-id ingest-20241121T010000"
+    )
