@@ -1,0 +1,202 @@
+"""Incremental windows: windows replayed one by one, each resuming from the state the previous one
+persisted, give the same gold tables as one run over all of them; re-runs change nothing; late
+input is detected and a backfill repairs the history; a killed run publishes nothing.
+
+The reference for every comparison is one run over the whole capture (itself checked against the
+reference model tick by tick in test_replay_vs_model). Tables are compared whole (chispa), without
+the ``run_id`` bookkeeping column.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
+
+from nsreplay.config import load_settings
+from nsreplay.generator import generate
+from nsreplay.history import PublishedHistory
+from nsreplay.storage import Warehouse
+from pipelines.ingest.run import run_ingest
+from pipelines.replay.run import MissingPredecessorError, latest_publish, run_backfill, run_replay
+from pipelines.replay.stale import open_stale
+from published import clean_preset
+from schemas.gold import REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES
+from schemas.silver import EVENTS
+
+ROOT = Path(__file__).resolve().parents[2]
+HISTORY = [spec for spec in REPLAY_TABLES if spec is not REPLAY_STATE]
+
+
+def plain(df: DataFrame) -> DataFrame:
+    """``df`` without run_id, map columns as sorted JSON (comparable, sortable)."""
+    for f in df.schema.fields:
+        if isinstance(f.dataType, MapType):
+            df = df.withColumn(f.name, F.to_json(F.array_sort(F.map_entries(f.name))))
+    return df.drop("run_id")
+
+
+def assert_same_history(expected: Warehouse, actual: Warehouse) -> None:
+    for spec in HISTORY:
+        assert_df_equality(plain(expected.read(spec)), plain(actual.read(spec)), ignore_row_order=True, ignore_nullable=True)
+
+
+def replay_windows(spark, warehouse: Warehouse, cuts: list[int], prefix: str, start: int | None = None) -> None:
+    after = start
+    for i, cut in enumerate(cuts):
+        run_replay(spark, warehouse, load_settings(), f"{prefix}-{i}", window_from=after, window_to=cut)
+        after = cut
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("windows-capture")
+    generate(clean_preset("tiny"), out, workers=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def full(spark, capture, tmp_path_factory) -> Warehouse:
+    warehouse = Warehouse(str(tmp_path_factory.mktemp("windows-full")), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "full-ingest")
+    run_replay(spark, warehouse, load_settings(), "full")
+    return warehouse
+
+
+@pytest.fixture(scope="module")
+def cuts(full) -> dict[str, int]:
+    """Instants that cut through incidents of the tiny capture: a NameServer restart (its start
+    record's ts), the last heartbeat before an expiry and the expiry's tick, and the end."""
+    events = full.read(EVENTS)
+    starts = sorted(r.ts for r in events.where(F.col("kind") == "namesrv_start").collect())
+    expiries = sorted(
+        r.ts for r in full.read(ROUTE_CHANGES).where((F.col("phase") == 1) & (F.col("table") == "brokerLiveTable") & (F.col("op") == "remove")).select("ts").distinct().collect()
+    )
+    assert len(starts) >= 2 and len(expiries) >= 2, (starts, expiries)
+    end = events.agg(F.max("ts")).first()[0]
+    first = events.agg(F.min("ts")).first()[0]
+    return {"first": first, "restart": starts[1], "before_expiry": expiries[0] - 1, "inside_expiry": expiries[-1] - 60_000, "end": end}
+
+
+@pytest.fixture(scope="module")
+def irregular(spark, capture, cuts, tmp_path_factory) -> Warehouse:
+    """Windows ending exactly at a restart, one ms before an expiry tick, inside a partition's
+    expiry wait, and at the end."""
+    warehouse = Warehouse(str(tmp_path_factory.mktemp("windows-irregular")), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "irregular-ingest")
+    replay_windows(spark, warehouse, sorted({cuts["restart"], cuts["before_expiry"], cuts["inside_expiry"]}) + [cuts["end"]], "irregular")
+    return warehouse
+
+
+def test_windows_cut_through_incidents_equal_one_run(full, irregular) -> None:
+    assert_same_history(full, irregular)
+    published = PublishedHistory(irregular.root)
+    assert published.run_id == "irregular-3"
+    assert [(c.namesrv, c.to_ts) for c in published.coverage()] == [(c.namesrv, c.to_ts) for c in PublishedHistory(full.root).coverage()]
+
+
+def test_ten_minute_windows_equal_one_run(spark, capture, full, cuts, tmp_path) -> None:
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "ten-ingest")
+    steps = list(range(cuts["first"] + 600_000, cuts["end"], 600_000)) + [cuts["end"]]
+    assert len(steps) == 2
+    replay_windows(spark, warehouse, steps, "ten")
+    assert_same_history(full, warehouse)
+
+
+def test_rerunning_windows_replaces_exactly_their_output(spark, full, irregular, cuts) -> None:
+    ends = sorted({cuts["restart"], cuts["before_expiry"], cuts["inside_expiry"]})
+    # an earlier window (not the latest), then the latest one, each re-run under a new run id
+    run_replay(spark, irregular, load_settings(), "rerun-middle", window_from=ends[0], window_to=ends[1])
+    run_replay(spark, irregular, load_settings(), "rerun-last", window_from=ends[-1], window_to=cuts["end"])
+    assert_same_history(full, irregular)
+    assert PublishedHistory(irregular.root).run_id == "rerun-last"
+    # the same run id again commits nothing
+    versions = {spec.name: irregular.version(spec) for spec in REPLAY_TABLES}
+    run_replay(spark, irregular, load_settings(), "rerun-last", window_from=ends[-1], window_to=cuts["end"])
+    assert {spec.name: irregular.version(spec) for spec in REPLAY_TABLES} == versions
+
+
+def test_a_window_without_its_predecessor_fails_clearly(spark, full, irregular, cuts) -> None:
+    start = cuts["inside_expiry"] + 1234
+    before = latest_publish(irregular)
+    with pytest.raises(MissingPredecessorError, match=f"no published replay state at {start}"):
+        run_replay(spark, irregular, load_settings(), "orphan", window_from=start, window_to=cuts["end"])
+    assert latest_publish(irregular) == before
+    result = run_replay(spark, irregular, load_settings(), "last-good", window_from=start, window_to=cuts["end"], from_last_good=True)
+    assert result.resumed_from == cuts["inside_expiry"]
+    assert_same_history(full, irregular)
+
+
+def _split_capture(capture: Path, early: Path, late: Path, after: int) -> int:
+    """Copy ``capture`` to ``early`` but hold back the records of its last file with ts > ``after``,
+    which go to ``late``. Returns the number of late lines."""
+    import json
+
+    files = sorted(capture.glob("*.jsonl.gz"))
+    held = []
+    for path in files:
+        lines = gzip.decompress(path.read_bytes()).splitlines(keepends=True)
+        if path == files[-1]:
+            keep = [line for line in lines if json.loads(line)["ts"] <= after]
+            held = [line for line in lines if json.loads(line)["ts"] > after]
+            lines = keep
+        (early / path.name).write_bytes(gzip.compress(b"".join(lines)))
+    (late / "late.jsonl.gz").write_bytes(gzip.compress(b"".join(held)))
+    return len(held)
+
+
+def test_late_file_is_detected_and_backfill_repairs_the_history(spark, capture, full, cuts, tmp_path) -> None:
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    late.mkdir()
+    assert _split_capture(capture, early, late, cuts["restart"]) > 0
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(early), "early-ingest")
+    windows = [cuts["restart"], cuts["inside_expiry"], cuts["end"]]
+    replay_windows(spark, warehouse, windows, "early")
+
+    ingest = run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
+    late_ns = {r.namesrv for r in warehouse.read(EVENTS).where(F.col("source_file").contains("late.jsonl")).select("namesrv").distinct().collect()}
+    expected = {(ns, w_from, w_to) for ns in late_ns for w_from, w_to in [(windows[0], windows[1]), (windows[1], windows[2])]}
+    assert {(s.namesrv, s.window_from, s.window_to) for s in ingest.stale} == expected
+    assert {(s.namesrv, s.window_from, s.window_to) for s in open_stale(warehouse)} == expected
+    assert "nsreplay backfill" in ingest.late_data()
+
+    results = run_backfill(spark, warehouse, load_settings(), "backfill", start=cuts["restart"])
+    assert [(r.resumed_from, r.window_to) for r in results] == [(windows[0], windows[1]), (windows[1], windows[2])]
+    assert open_stale(warehouse) == []
+    assert_same_history(full, warehouse)
+
+
+def test_a_killed_run_leaves_the_published_state_untouched(spark, full, irregular, cuts, capture) -> None:
+    before = latest_publish(irregular)
+    log = Path(irregular.path(ROUTE_CHANGES)) / "_delta_log"
+    commits = len(list(log.glob("*.json")))
+    proc = subprocess.Popen(
+        [str(ROOT / "spark-submit.sh"), "--master", "local[1]", "jobs/rebuild_routes.py", "--captures", str(capture), "--warehouse", irregular.root,
+         "--from", str(cuts["inside_expiry"]), "--to", str(cuts["end"]), "--run-id", "killed"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 600
+        while len(list(log.glob("*.json"))) == commits:  # the run has started writing gold
+            assert proc.poll() is None, "the run ended before it wrote anything"
+            assert time.time() < deadline
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert latest_publish(irregular) == before
+    assert PublishedHistory(irregular.root).run_id == before.run_id
+    run_replay(spark, irregular, load_settings(), "after-kill", window_from=cuts["inside_expiry"], window_to=cuts["end"])
+    assert_same_history(full, irregular)
