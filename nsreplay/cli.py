@@ -4,6 +4,11 @@
     nsreplay ingest --captures PATH --warehouse DIR
     nsreplay bench ingest --captures PATH          ingest time vs. Spark reading the same files as text
     nsreplay bench rebuild --preset bench-day      ingest + replay + publish vs. the same floor, model check
+    nsreplay bench incremental --captures PATH     one more window resumed from state vs. that window alone
+    nsreplay backfill --warehouse DIR --from T1 [--to T2]   re-run the published windows of a range, in order
+    nsreplay stale --warehouse DIR                 published windows that late input made stale
+    nsreplay serve --warehouse DIR                 the serving shim: HTTP API (+ remoting), no Spark
+    nsreplay bench serve --warehouse DIR           shim throughput and latency vs. a trivial endpoint
 
 Spark-backed commands run Spark in-process with ``conf/`` defaults (``spark-submit.sh`` is the way to
 run the jobs on a cluster).
@@ -58,6 +63,19 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     rebuild.add_argument("--samples", type=int, default=1000, help="ticks checked against the reference model")
     rebuild.add_argument("--master", default=None)
     rebuild.set_defaults(func=_bench_rebuild)
+    incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")
+    incremental.add_argument("--captures", required=True, help="a capture directory (e.g. nsreplay generate --preset bench-hour --set timing.hours=2)")
+    incremental.add_argument("--split", help="where the last window starts (ISO-8601 or epoch ms; default: the middle of the capture)")
+    incremental.add_argument("--master", default=None)
+    incremental.set_defaults(func=_bench_incremental)
+    serve = bench.add_parser("serve", help="serving shim: index build, memory, HTTP throughput (wrk) and latency at a fixed rate, remoting")
+    serve.add_argument("--warehouse", required=True, help="a published warehouse")
+    serve.add_argument("--duration", type=float, default=10.0, help="seconds per measurement (default 10)")
+    serve.add_argument("--rate", type=int, default=500, help="requests/s of the fixed-rate latency runs (default 500)")
+    serve.add_argument("--connections", type=int, default=32, help="wrk connections for the throughput runs (default 32)")
+    serve.add_argument("--requests", type=int, default=20000, help="size of the pre-generated random request list")
+    serve.add_argument("--seed", type=int, default=7)
+    serve.set_defaults(func=_bench_serve)
 
 
 def _bench_ingest(args: argparse.Namespace) -> int:
@@ -86,6 +104,106 @@ def _bench_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_serve(args: argparse.Namespace) -> int:
+    from nsreplay.runtime import resolve_path
+    from nsreplay.serving.bench import bench_serve
+
+    print(bench_serve(resolve_path(args.warehouse), duration=args.duration, rate=args.rate, connections=args.connections,
+                      requests=args.requests, seed=args.seed).report())
+    return 0
+
+
+def _bench_incremental(args: argparse.Namespace) -> int:
+    from nsreplay.bench import bench_incremental
+    from nsreplay.runtime import parse_time
+
+    print(bench_incremental(args.captures, split_ts=parse_time(args.split) if args.split else None, master=args.master).report())
+    return 0
+
+
+def _add_backfill(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("backfill", help="re-run (replay, check, publish) the windows of a range in order, e.g. after late data")
+    p.add_argument("--warehouse", required=True)
+    p.add_argument("--from", dest="start", required=True, help="range start: the end of a published window (ISO-8601 or epoch ms), or 'start' for the first record")
+    p.add_argument("--to", dest="end", help="range end (default: the end of the published coverage)")
+    p.add_argument("--run-id", help="prefix of the run ids (default: backfill-<time>)")
+    p.set_defaults(func=_run_backfill)
+    s = sub.add_parser("stale", help="list the published windows that late input made stale")
+    s.add_argument("--warehouse", required=True)
+    s.set_defaults(func=_run_stale)
+
+
+def _run_backfill(args: argparse.Namespace) -> int:
+    from nsreplay.config import load_settings
+    from nsreplay.runtime import build_spark, new_run_id, parse_time, resolve_path
+    from nsreplay.storage import Warehouse
+    from pipelines.replay.run import run_backfill
+
+    settings = load_settings()
+    start = None if args.start == "start" else parse_time(args.start)
+    end = parse_time(args.end) if args.end else None
+    spark = build_spark(settings, "nsreplay-backfill")
+    try:
+        warehouse = Warehouse(resolve_path(args.warehouse), spark, settings.warehouse.backend)
+        for result in run_backfill(spark, warehouse, settings, args.run_id or new_run_id("backfill"), start=start, end=end):
+            print(result.summary())
+    finally:
+        spark.stop()
+    return 0
+
+
+def _run_stale(args: argparse.Namespace) -> int:
+    from nsreplay.config import load_settings
+    from nsreplay.runtime import build_spark, format_ms, resolve_path
+    from nsreplay.storage import Warehouse
+    from pipelines.replay.stale import open_stale
+
+    settings = load_settings()
+    spark = build_spark(settings, "nsreplay-stale")
+    try:
+        stale = open_stale(Warehouse(resolve_path(args.warehouse), spark, settings.warehouse.backend))
+    finally:
+        spark.stop()
+    if not stale:
+        print("no stale windows")
+        return 0
+    for s in stale:
+        print(f"{s.namesrv:<22} ({format_ms(s.window_from)}, {format_ms(s.window_to)}]  late records from {format_ms(s.late_from_ts)} (ingest {s.detected_by})")
+    print(f"re-run them: nsreplay backfill --warehouse {args.warehouse} --from {min(s.window_from for s in stale)}")
+    return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the published route history over HTTP (and the RocketMQ remoting protocol)")
+    p.add_argument("--warehouse", required=True, help="warehouse root (the latest published run is served)")
+    p.add_argument("--http-port", type=int, default=8080, help="HTTP port (default 8080; 0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
+    p.add_argument("--remoting-port", type=int, help="also answer RocketMQ remoting requests (105/106/206) on this port")
+    p.add_argument("--namesrv", help="with --remoting-port: the NameServer whose history it answers (optional when only one is covered)")
+    p.add_argument("--as-of", dest="as_of", help="with --remoting-port: the instant answered (ISO-8601 or epoch ms; default the latest state)")
+    p.add_argument("--reload-interval", type=float, default=5.0, help="seconds between checks for a newer publish (default 5; 0 = never)")
+    p.set_defaults(func=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from nsreplay.runtime import UsageError, parse_time, resolve_path
+    from nsreplay.serving.server import ServeOptions, run
+
+    for name in ("http_port", "remoting_port"):
+        port = getattr(args, name)
+        if port is not None and not 0 <= port <= 65535:
+            raise UsageError(f"--{name.replace('_', '-')} {port}: not a port number")
+    if args.remoting_port is None and (args.namesrv or args.as_of):
+        raise UsageError("--namesrv and --as-of configure the remoting endpoint: give --remoting-port too")
+    if args.reload_interval < 0:
+        raise UsageError("--reload-interval must be >= 0")
+    options = ServeOptions(
+        warehouse=resolve_path(args.warehouse), host=args.host, http_port=args.http_port, remoting_port=args.remoting_port,
+        namesrv=args.namesrv, as_of=parse_time(args.as_of) if args.as_of else None, reload_interval=args.reload_interval,
+    )
+    return run(options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nsreplay", description="What did the RocketMQ NameServer believe, and when?")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_generate(sub)
     _add_ingest(sub)
+    _add_serve(sub)
+    _add_backfill(sub)
     _add_bench(sub)
     return parser
 
