@@ -1,0 +1,607 @@
+"""The serving shim's point-in-time index: the latest published run in memory, answered in O(log n).
+
+    index = RouteIndex.load("warehouse")              # the run named by the latest gold.publish_log row
+    index.route("10.0.0.10:9876", "orders", t, request_version=401)   # an Answer, like HistorySource
+    index.cluster(ns, t, request_version=401, shape="standard")
+    index.table_rows(ns, "brokerLiveTable", t)        # (tick the state reflects, rows alive at t)
+    index.route_history(ns, "orders", t0, t1)         # instants where the route answer changed
+
+Contract:
+
+* It reads exactly what :class:`nsreplay.history.PublishedHistory` reads (the table versions named
+  by the latest publish row; the publish row's coverage), with delta-rs metadata and pyarrow only.
+* It answers exactly like :class:`nsreplay.serving.source.HistorySource` (same renderer: the
+  answers are :func:`nsreplay.model.route_info` / ``cluster_info`` / ``topic_list`` of the state at
+  ``t``), raising :class:`~nsreplay.history.OutsideCoverageError` (subclasses
+  :class:`UnknownNamesrvError`, :class:`OutsideRangeError`) and
+  :class:`~nsreplay.history.NotPublishedError` like it. ``t=None`` is the end of the covered range.
+* Memory is proportional to the number of interval rows: each table is kept columnar (an Arrow
+  table plus numpy arrays) sorted by ``(namesrv, key, valid_from)``; a lookup is one
+  ``searchsorted`` over a composite ``key_id << 40 | (valid_from - base)`` array per key set, so
+  O(k log n) for k keys. A topic's route answer can only change at the instants where one of the
+  rows it is made of starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached
+  per (NameServer, topic, shape, segment between two such instants), which keeps the cache exact,
+  so a repeated lookup costs one bisection.
+* Immutable after :meth:`RouteIndex.load`; safe to share between threads and event loops.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from nsreplay.history import Coverage, NotPublishedError, OutsideCoverageError, PublishedHistory
+from nsreplay.model import (
+    Answer,
+    BrokerData,
+    BrokerLiveInfo,
+    DataVersion,
+    FrozenDict,
+    NamesrvConfig,
+    QueueData,
+    Snapshot,
+    cluster_info,
+    route_info,
+    topic_list,
+)
+from nsreplay.model.render import STANDARD_JSON_MIN_VERSION, Shape
+from nsreplay.runtime import format_ms
+from nsreplay.storage import TableSpec, Warehouse, dataset
+from schemas.gold import (
+    BROKER_ADDR_INTERVALS,
+    BROKER_LIVE_INTERVALS,
+    CLUSTER_ADDR_INTERVALS,
+    FILTER_SERVER_INTERVALS,
+    NAMESRV_EPOCHS,
+    ORDER_TOPIC_INTERVALS,
+    ROUTE_CHANGES,
+    TOPIC_QUEUE_INTERVALS,
+)
+
+__all__ = [
+    "IndexBuildError",
+    "OutsideRangeError",
+    "RouteChange",
+    "RouteIndex",
+    "TABLES",
+    "UnknownNamesrvError",
+    "UnknownTableError",
+]
+
+_SHIFT = 40  # composite = key_id << 40 | (valid_from - base): 2**40 ms is ~34 years of history
+_OPEN = np.iinfo(np.int64).max  # valid_to of a row still valid at the end of the covered range
+_EMPTY = np.empty(0, dtype=np.int64)
+
+#: The tables /v1/tables serves: API name → gold interval table (the five route tables + order conf).
+TABLES: dict[str, TableSpec] = {
+    "topicQueueTable": TOPIC_QUEUE_INTERVALS,
+    "brokerAddrTable": BROKER_ADDR_INTERVALS,
+    "clusterAddrTable": CLUSTER_ADDR_INTERVALS,
+    "brokerLiveTable": BROKER_LIVE_INTERVALS,
+    "filterServerTable": FILTER_SERVER_INTERVALS,
+    "orderTopicConf": ORDER_TOPIC_INTERVALS,
+}
+_KEYS: dict[str, tuple[str, ...]] = {
+    "topicQueueTable": ("topic", "broker_name"),
+    "brokerAddrTable": ("broker_name",),
+    "clusterAddrTable": ("cluster", "broker_name"),
+    "brokerLiveTable": ("cluster", "broker_addr"),
+    "filterServerTable": ("cluster", "broker_addr"),
+    "orderTopicConf": ("topic",),
+}
+# route_changes rows that can change a topic's route answer (the live table changes every heartbeat
+# and never does; cluster membership is not part of a route).
+_HISTORY_TABLES = ("topicQueueTable", "brokerAddrTable", "orderTopicConf", "filterServerTable")
+
+
+class UnknownNamesrvError(OutsideCoverageError):
+    """The NameServer is not covered by the published run (message lists the known ones)."""
+
+
+class OutsideRangeError(OutsideCoverageError):
+    """The instant is outside the NameServer's covered range (message names the range)."""
+
+
+class UnknownTableError(KeyError):
+    """A table name that /v1/tables does not serve."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown table"
+
+
+class IndexBuildError(RuntimeError):
+    """The published tables cannot be indexed (e.g. a history spanning more than 34 years)."""
+
+
+@dataclass(frozen=True)
+class _Epoch:
+    start_ts: int
+    end_ts: int
+    profile: str
+    config: NamesrvConfig
+    first_tick: int
+    tick_interval: int
+
+    def tick_at(self, t: int) -> int | None:
+        """The last scan tick <= t of this epoch's grid (None before its first tick)."""
+        if t < self.first_tick:
+            return None
+        return self.first_tick + (t - self.first_tick) // self.tick_interval * self.tick_interval
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    """One instant at which a topic's route answer changed (see :meth:`RouteIndex.route_history`)."""
+
+    ts: int
+    tick_ts: int | None
+    answer: Answer
+    changes: tuple[dict[str, Any], ...]
+
+
+class _Intervals:
+    """One interval table: rows sorted by (namesrv, key, valid_from), looked up per key by bisection."""
+
+    def __init__(self, table: pa.Table, key_cols: Sequence[str], horizon: int) -> None:
+        table = table.sort_by([("namesrv", "ascending")] + [(c, "ascending") for c in key_cols] + [("valid_from", "ascending")])
+        n = table.num_rows
+        self.table = table
+        self.n = n
+        starts = np.zeros(1, dtype=np.int64)
+        if n > 1:
+            change = np.zeros(n - 1, dtype=bool)
+            for col in ("namesrv", *key_cols):
+                column = pc.fill_null(table.column(col), "\x00")
+                change |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            starts = np.concatenate([starts, np.flatnonzero(change) + 1])
+        if n == 0:
+            starts = _EMPTY
+        self.key_start = np.concatenate([starts, np.array([n], dtype=np.int64)])
+        self.n_keys = len(starts)
+        valid_from = table.column("valid_from").to_numpy().astype(np.int64)
+        self.base = int(valid_from.min()) if n else 0
+        if n and (max(horizon, int(valid_from.max())) - self.base >= 1 << _SHIFT or self.n_keys >= 1 << (62 - _SHIFT)):
+            raise IndexBuildError(f"cannot index {n} rows / {self.n_keys} keys spanning more than 2**{_SHIFT} ms")
+        key_ids = np.repeat(np.arange(self.n_keys, dtype=np.int64), np.diff(self.key_start))
+        self.comp = (key_ids << _SHIFT) | (valid_from - self.base)
+        self.valid_to = pc.fill_null(table.column("valid_to"), _OPEN).to_numpy().astype(np.int64)
+        heads = table.select(["namesrv", *key_cols]).take(pa.array(starts)) if n else table.select(["namesrv", *key_cols])
+        self.key_values: list[tuple[Any, ...]] = list(zip(*(heads.column(c).to_pylist() for c in heads.column_names))) if n else []
+        self.ns_keys: dict[str, tuple[int, int]] = {}
+        for k, key in enumerate(self.key_values):
+            lo, _ = self.ns_keys.get(key[0], (k, k))
+            self.ns_keys[key[0]] = (lo, k + 1)
+
+    def alive_with_keys(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices, their key ids) of the rows of ``keys`` valid at ``t``, in ``keys`` order.
+
+        Per key: the last row with ``valid_from <= t`` (one bisection of the composite array), kept
+        when it belongs to that key and ``t < valid_to``."""
+        if not len(keys) or t < self.base:
+            return _EMPTY, _EMPTY
+        idx = np.searchsorted(self.comp, (keys << _SHIFT) | (t - self.base), side="right") - 1
+        ok = (idx >= self.key_start[keys]) & (self.valid_to[idx] > t)
+        return idx[ok], keys[ok]
+
+    def alive(self, keys: np.ndarray, t: int) -> np.ndarray:
+        """Row indices of the rows of ``keys`` valid at ``t`` (see :meth:`alive_with_keys`)."""
+        return self.alive_with_keys(keys, t)[0]
+
+    def alive_ns(self, namesrv: str, t: int) -> np.ndarray:
+        """Rows of every key of ``namesrv`` valid at ``t``, in key order."""
+        return self.alive_ns_with_keys(namesrv, t)[0]
+
+    def alive_ns_with_keys(self, namesrv: str, t: int) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+        """(rows, their key values) of every key of ``namesrv`` valid at ``t``, in key order."""
+        lo, hi = self.ns_keys.get(namesrv, (0, 0))
+        rows, keys = self.alive_with_keys(np.arange(lo, hi, dtype=np.int64), t)
+        return rows, [self.key_values[k] for k in keys.tolist()]
+
+    def boundaries(self, keys: Iterable[int]) -> np.ndarray:
+        """Every valid_from / valid_to of the rows of ``keys`` (instants where they can change)."""
+        parts = []
+        for k in keys:
+            lo, hi = int(self.key_start[k]), int(self.key_start[k + 1])
+            parts.append((self.comp[lo:hi] & ((1 << _SHIFT) - 1)) + self.base)
+            parts.append(self.valid_to[lo:hi])
+        return np.concatenate(parts) if parts else _EMPTY
+
+
+def _read(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str], condition: pads.Expression | None = None) -> pa.Table:
+    return dataset(spec, warehouse.files(spec, version)).to_table(columns=columns, filter=condition)
+
+
+def _interval_columns(spec: TableSpec) -> list[str]:
+    return [f for f in spec.schema.fieldNames() if f != "run_id"]
+
+
+class _LRU:
+    """A small thread-safe LRU of rendered answers."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> Answer | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: tuple[Any, ...], value: Answer) -> None:
+        with self._lock:
+            self._data[key] = value
+            if len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+class RouteIndex:
+    """The latest published run of a warehouse, indexed for point-in-time lookups (module docstring)."""
+
+    def __init__(self, root: str, *, cache_size: int = 20_000) -> None:
+        started = time.perf_counter()
+        history = PublishedHistory(root)  # raises NotPublishedError; reads only the publish log
+        self.root = root
+        self.run_id: str = history.run_id
+        self.versions: dict[str, int] = dict(history.versions)
+        self._coverage: dict[str, Coverage] = {c.namesrv: c for c in history.coverage()}
+        horizon = max((c.to_ts for c in self._coverage.values()), default=0)
+        warehouse = Warehouse(root, None, "delta-rs")
+
+        self._tables: dict[str, _Intervals] = {
+            name: _Intervals(_read(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon)
+            for name, spec in TABLES.items()
+        }
+        self._load_epochs(warehouse)
+        self._load_topic_columns()
+        self._load_changes(warehouse)
+        self._cache = _LRU(cache_size)
+        self._instants: dict[tuple[str, str], list[int]] = {}
+        pa.default_memory_pool().release_unused()  # give back the read/sort buffers
+        self.build_seconds = time.perf_counter() - started
+
+    @classmethod
+    def load(cls, root: str, **kwargs: Any) -> "RouteIndex":
+        """Index the latest published run of the warehouse at ``root``."""
+        return cls(root, **kwargs)
+
+    # -- loading --------------------------------------------------------------------------------------
+
+    def _load_epochs(self, warehouse: Warehouse) -> None:
+        rows = _read(warehouse, NAMESRV_EPOCHS, self.versions[NAMESRV_EPOCHS.name], _interval_columns(NAMESRV_EPOCHS)).to_pylist()
+        self._epochs: dict[str, list[_Epoch]] = {}
+        for r in sorted(rows, key=lambda r: (r["namesrv"], r["start_ts"])):
+            self._epochs.setdefault(r["namesrv"], []).append(
+                _Epoch(r["start_ts"], r["end_ts"], r["profile"], NamesrvConfig.from_mapping(dict(r["config"])), r["first_tick"], r["tick_interval"])
+            )
+        self._epoch_starts = {ns: [e.start_ts for e in es] for ns, es in self._epochs.items()}
+
+    def _load_topic_columns(self) -> None:
+        topics = self._tables["topicQueueTable"]
+        cols = topics.table
+        self._tq_ints = np.stack([cols.column(c).to_numpy().astype(np.int64) for c in ("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")], axis=1) if topics.n else np.empty((0, 4), dtype=np.int64)
+        self._topic_keys: dict[tuple[str, str], tuple[int, int]] = {}
+        for k, (ns, topic, _name) in enumerate(topics.key_values):
+            lo, _ = self._topic_keys.get((ns, topic), (k, k))
+            self._topic_keys[(ns, topic)] = (lo, k + 1)
+        brokers = self._tables["brokerAddrTable"]
+        self._broker_key = {(ns, name): k for k, (ns, name) in enumerate(brokers.key_values)}
+        self._broker_rows = [
+            BrokerData(r["cluster"], r["broker_name"], FrozenDict(dict(r["broker_addrs"])), bool(r["enable_acting_master"]), r["zone_name"])
+            for r in brokers.table.select(["cluster", "broker_name", "broker_addrs", "enable_acting_master", "zone_name"]).to_pylist()
+        ]
+        order = self._tables["orderTopicConf"]
+        self._order_key = {(ns, topic): k for k, (ns, topic) in enumerate(order.key_values)}
+        self._order_conf: list[str] = order.table.column("order_conf").to_pylist()
+        # brokerNames a topic ever had, per NameServer: the brokers whose changes can change its route
+        self._topic_brokers: dict[tuple[str, str], list[int]] = {}
+        for k, (ns, topic, name) in enumerate(topics.key_values):
+            bk = self._broker_key.get((ns, name))
+            if bk is not None:
+                self._topic_brokers.setdefault((ns, topic), []).append(bk)
+
+    def _load_changes(self, warehouse: Warehouse) -> None:
+        """gold.route_changes rows that can change a route (not the live table), grouped by what they
+        touch: (ns, "topic", topic), (ns, "broker", brokerName), (ns, "filter", None)."""
+        columns = ["namesrv", "ts", "tick_ts", "phase", "record_rank", "table", "key", "op", "before", "after", "cause"]
+        table = _read(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], columns, pads.field("table").isin(list(_HISTORY_TABLES)))
+        table = table.sort_by([("namesrv", "ascending"), ("ts", "ascending"), ("phase", "ascending"), ("record_rank", "ascending")])
+        self._changes = table
+        self._change_ts = table.column("ts").to_numpy().astype(np.int64) if table.num_rows else _EMPTY
+        groups: dict[tuple[str, str, str | None], list[np.ndarray]] = {}
+        if table.num_rows:
+            ns_codes = pc.dictionary_encode(table.column("namesrv")).combine_chunks()
+            key_codes = pc.dictionary_encode(pc.binary_join_element_wise(table.column("table"), table.column("key"), "\x00")).combine_chunks()
+            ns_names = ns_codes.dictionary.to_pylist()
+            combined = ns_codes.indices.to_numpy().astype(np.int64) * len(key_codes.dictionary) + key_codes.indices.to_numpy().astype(np.int64)
+            order = np.argsort(combined, kind="stable")
+            sorted_codes = combined[order]
+            cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
+            for part in np.split(order, cuts):
+                code = int(combined[part[0]])
+                ns = ns_names[code // len(key_codes.dictionary)]
+                tbl, _, key_text = key_codes.dictionary[code % len(key_codes.dictionary)].as_py().partition("\x00")
+                key = json.loads(key_text)
+                target = ("topic", key[0]) if tbl in ("topicQueueTable", "orderTopicConf") else ("broker", key[0]) if tbl == "brokerAddrTable" else ("filter", None)
+                groups.setdefault((ns, *target), []).append(part)
+        self._change_groups = {k: np.sort(np.concatenate(v)) for k, v in groups.items()}
+
+    # -- coverage -------------------------------------------------------------------------------------
+
+    def coverage(self) -> list[Coverage]:
+        return [self._coverage[n] for n in sorted(self._coverage)]
+
+    def topic_names(self, namesrv: str) -> list[str]:
+        """Every topic ``namesrv`` ever had a QueueData for in this run, sorted."""
+        return sorted({topic for ns, topic in self._topic_keys if ns == namesrv})
+
+    def check(self, namesrv: str, t: int | None) -> int:
+        """The instant to answer for: ``t`` (checked against the covered range) or, when None, the end
+        of ``namesrv``'s covered range. Raises UnknownNamesrvError / OutsideRangeError."""
+        cov = self._coverage.get(namesrv)
+        if cov is None:
+            known = ", ".join(sorted(self._coverage)) or "none"
+            raise UnknownNamesrvError(f"unknown NameServer {namesrv!r}; known: {known}")
+        if t is None:
+            return cov.to_ts
+        if not cov.from_ts <= t <= cov.to_ts:
+            raise OutsideRangeError(
+                f"{t} ({_iso(t)}) is outside the covered range of {namesrv}: "
+                f"[{cov.from_ts}, {cov.to_ts}] ({format_ms(cov.from_ts)} .. {format_ms(cov.to_ts)})"
+            )
+        return t
+
+    instant = check
+
+    def _epoch(self, namesrv: str, t: int) -> _Epoch:
+        epochs = self._epochs.get(namesrv)
+        if not epochs:
+            raise IndexBuildError(f"no gold.namesrv_epochs row for {namesrv} in run {self.run_id}")
+        i = bisect.bisect_right(self._epoch_starts[namesrv], t) - 1
+        return epochs[max(i, 0)]  # like PublishedHistory: before the first start, the first epoch
+
+    def tick_at(self, namesrv: str, t: int) -> int | None:
+        """The last scan tick <= ``t`` of ``namesrv``'s current epoch grid: the tick the state at ``t``
+        reflects (None when no tick happened since the NameServer (re)started)."""
+        return self._epoch(namesrv, self.check(namesrv, t)).tick_at(t)
+
+    # -- RouteSource ----------------------------------------------------------------------------------
+
+    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int, shape: Shape = "auto") -> Answer:
+        """GET_ROUTEINFO_BY_TOPIC at ``t`` (HistorySource.route, faster).
+
+        The answer only changes at the instants of :meth:`_route_instants` (where a row it is made of
+        starts or ends); between two of them it is rendered once and cached."""
+        t = self.check(namesrv, t)
+        if (namesrv, topic) not in self._topic_keys:  # never had a route: not cached (any string may come)
+            return route_info(_empty_snapshot(self._epoch(namesrv, t)), topic, request_version=request_version, shape=shape)
+        instants = self._instants.get((namesrv, topic))
+        if instants is None:
+            instants = self._instants[(namesrv, topic)] = self._route_instants(namesrv, topic).tolist()
+        legacy = request_version < STANDARD_JSON_MIN_VERSION if shape == "auto" else shape == "legacy"
+        cache_key = (namesrv, topic, legacy, bisect.bisect_right(instants, t))
+        answer = self._cache.get(cache_key)
+        if answer is None:
+            answer = self._render_route(namesrv, topic, t, request_version=request_version, shape=shape)
+            self._cache.put(cache_key, answer)
+        return answer
+
+    def _route_instants(self, namesrv: str, topic: str) -> np.ndarray:
+        """Sorted instants at which a row that ``topic``'s route answer is made of may start or end:
+        its QueueDatas and order conf, the BrokerData of every brokerName it ever had, the
+        NameServer's filter servers, and its (re)starts (profile and config)."""
+        topics = self._tables["topicQueueTable"]
+        lo, hi = self._topic_keys.get((namesrv, topic), (0, 0))
+        parts = [topics.boundaries(range(lo, hi)), self._tables["brokerAddrTable"].boundaries(self._topic_brokers.get((namesrv, topic), []))]
+        if (namesrv, topic) in self._order_key:
+            parts.append(self._tables["orderTopicConf"].boundaries([self._order_key[(namesrv, topic)]]))
+        flo, fhi = self._tables["filterServerTable"].ns_keys.get(namesrv, (0, 0))
+        parts.append(self._tables["filterServerTable"].boundaries(range(flo, fhi)))
+        parts.append(np.array([e.start_ts for e in self._epochs.get(namesrv, [])], dtype=np.int64))
+        instants = np.unique(np.concatenate(parts))
+        return instants[instants != _OPEN]
+
+    def _render_route(self, namesrv: str, topic: str, t: int, *, request_version: int, shape: Shape) -> Answer:
+        """The route answer rendered from the rows valid at ``t`` (a partial Snapshot holding exactly
+        what route_info reads: the topic's QueueDatas, their BrokerDatas, the filter servers, the
+        topic's order conf, profile and config)."""
+        topics = self._tables["topicQueueTable"]
+        lo, hi = self._topic_keys.get((namesrv, topic), (0, 0))
+        topic_rows, topic_keys = topics.alive_with_keys(np.arange(lo, hi, dtype=np.int64), t)
+        epoch = self._epoch(namesrv, t)
+        if not len(topic_rows):
+            return route_info(_empty_snapshot(epoch), topic, request_version=request_version, shape=shape)
+        names = [topics.key_values[k][2] for k in topic_keys.tolist()]
+        broker_keys = np.array([self._broker_key[(namesrv, n)] for n in names if (namesrv, n) in self._broker_key], dtype=np.int64)
+        broker_rows = self._tables["brokerAddrTable"].alive(broker_keys, t)
+        filters = self._tables["filterServerTable"]
+        filter_rows = filters.alive_ns(namesrv, t) if namesrv in filters.ns_keys else _EMPTY
+        order_rows = _EMPTY
+        if epoch.config.orderMessageEnable and (namesrv, topic) in self._order_key:
+            order_rows = self._tables["orderTopicConf"].alive(np.array([self._order_key[(namesrv, topic)]], dtype=np.int64), t)
+        by_name = {names[i]: QueueData(names[i], *map(int, self._tq_ints[r])) for i, r in enumerate(topic_rows)}
+        groups = {self._broker_rows[r].brokerName: self._broker_rows[r] for r in broker_rows}
+        snap = Snapshot(
+            profile=epoch.profile,
+            topicQueueTable=FrozenDict({topic: FrozenDict(by_name)}),
+            brokerAddrTable=FrozenDict(groups),
+            clusterAddrTable=FrozenDict(),
+            brokerLiveTable=FrozenDict(),
+            filterServerTable=FrozenDict(self._filter_entries(filter_rows)),
+            orderTopicConf=FrozenDict({topic: self._order_conf[int(r)] for r in order_rows}),
+            config=epoch.config,
+        )
+        return route_info(snap, topic, request_version=request_version, shape=shape)
+
+    def cluster(self, namesrv: str, t: int | None, *, request_version: int, shape: Shape = "auto") -> Answer:
+        """GET_BROKER_CLUSTER_INFO at ``t`` (legacy shape unless ``shape="standard"``)."""
+        t = self.check(namesrv, t)
+        epoch = self._epoch(namesrv, t)
+        groups = {self._broker_rows[r].brokerName: self._broker_rows[r] for r in self._tables["brokerAddrTable"].alive_ns(namesrv, t)}
+        table = self._tables["clusterAddrTable"]
+        clusters: dict[str, set[str]] = {}
+        for _, cluster, name in table.alive_ns_with_keys(namesrv, t)[1]:
+            clusters.setdefault(cluster, set()).add(name)
+        snap = _empty_snapshot(epoch, brokerAddrTable=FrozenDict(groups), clusterAddrTable=FrozenDict({c: frozenset(n) for c, n in clusters.items()}))
+        return cluster_info(snap, request_version=request_version, shape=shape)
+
+    def topics(self, namesrv: str, t: int | None, *, request_version: int, shape: Shape = "auto") -> Answer:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER at ``t``."""
+        t = self.check(namesrv, t)
+        table = self._tables["topicQueueTable"]
+        names = {topic for _, topic, _ in table.alive_ns_with_keys(namesrv, t)[1]}
+        snap = _empty_snapshot(self._epoch(namesrv, t), topicQueueTable=FrozenDict({n: FrozenDict() for n in names}))
+        return topic_list(snap, request_version=request_version, shape=shape)
+
+    # -- tables and history ---------------------------------------------------------------------------
+
+    def table_rows(self, namesrv: str, table: str, t: int | None) -> tuple[int, int | None, list[dict[str, Any]]]:
+        """(instant, tick the state reflects, rows of ``table`` valid at it) for /v1/tables.
+
+        Rows carry the gold interval columns except ``namesrv`` and ``run_id``, in key order;
+        ``broker_addrs`` maps broker id (as a string) to address."""
+        spec = TABLES.get(table)
+        if spec is None:
+            raise UnknownTableError(f"unknown table {table!r}; one of: {', '.join(TABLES)}")
+        t = self.check(namesrv, t)
+        intervals = self._tables[table]
+        rows = intervals.alive_ns(namesrv, t)
+        columns = [c for c in _interval_columns(spec) if c != "namesrv"]
+        out = intervals.table.select(columns).take(pa.array(rows, type=pa.int64())).to_pylist() if len(rows) else []
+        if table == "brokerAddrTable":
+            for r in out:
+                r["broker_addrs"] = {str(i): a for i, a in sorted(r["broker_addrs"])}
+        return t, self._epoch(namesrv, t).tick_at(t), out
+
+    def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
+        """The full model Snapshot at ``t`` (what HistorySource.snapshot returns)."""
+        t = self.check(namesrv, t)
+        epoch = self._epoch(namesrv, t)
+        topics = self._tables["topicQueueTable"]
+        by_topic: dict[str, dict[str, QueueData]] = {}
+        for r, (_, topic, name) in zip(*topics.alive_ns_with_keys(namesrv, t)):
+            by_topic.setdefault(topic, {})[name] = QueueData(name, *map(int, self._tq_ints[r]))
+        groups = {self._broker_rows[r].brokerName: self._broker_rows[r] for r in self._tables["brokerAddrTable"].alive_ns(namesrv, t)}
+        ctable = self._tables["clusterAddrTable"]
+        clusters: dict[str, set[str]] = {}
+        for _, c, name in ctable.alive_ns_with_keys(namesrv, t)[1]:
+            clusters.setdefault(c, set()).add(name)
+        live_table = self._tables["brokerLiveTable"]
+        live = {}
+        for r in live_table.table.take(pa.array(live_table.alive_ns(namesrv, t), type=pa.int64())).to_pylist():
+            live[_live_key(r)] = BrokerLiveInfo(
+                r["last_update_ts"], r["heartbeat_timeout_ms"], DataVersion(r["dv_state_version"], r["dv_timestamp"], r["dv_counter"]), r["conn"], r["ha_server_addr"]
+            )
+        order_rows, order_keys = self._tables["orderTopicConf"].alive_ns_with_keys(namesrv, t)
+        return Snapshot(
+            profile=epoch.profile,
+            topicQueueTable=FrozenDict({k: FrozenDict(v) for k, v in by_topic.items()}),
+            brokerAddrTable=FrozenDict(groups),
+            clusterAddrTable=FrozenDict({c: frozenset(n) for c, n in clusters.items()}),
+            brokerLiveTable=FrozenDict(live),
+            filterServerTable=FrozenDict(self._filter_entries(self._tables["filterServerTable"].alive_ns(namesrv, t))),
+            orderTopicConf=FrozenDict({key[1]: self._order_conf[int(r)] for r, key in zip(order_rows, order_keys)}),
+            config=epoch.config,
+        )
+
+    def route_history(self, namesrv: str, topic: str, t_from: int | None, t_to: int | None) -> list[RouteChange]:
+        """Every instant ``ts`` in ``[t_from, t_to]`` at which the answer to GET_ROUTEINFO_BY_TOPIC
+        (standard JSON) for ``topic`` differs from the answer just before (``ts - 1``; before the first
+        record of the NameServer its tables are empty, so the topic does not exist), in time order,
+        with the route after the change and the ``gold.route_changes`` rows of that instant that
+        touch the topic (its QueueDatas and order conf, the BrokerData of its brokerNames, filter
+        servers). ``None`` bounds are the covered range's ends."""
+        cov = self._coverage.get(namesrv)
+        start = self.check(namesrv, t_from if t_from is not None else (cov.from_ts if cov else None))
+        end = self.check(namesrv, t_to)
+        if start > end:
+            raise ValueError(f"from ({start}) is after to ({end})")
+        instants = self._route_instants(namesrv, topic)
+        instants = instants[(instants >= start) & (instants <= end)]
+        out: list[RouteChange] = []
+        previous = self._route_or_missing(namesrv, topic, start - 1)
+        for ts in instants.tolist():
+            answer = self.route(namesrv, topic, ts, request_version=401, shape="standard")
+            if answer != previous:
+                out.append(RouteChange(ts, self._epoch(namesrv, ts).tick_at(ts), answer, self._changes_at(namesrv, topic, ts)))
+            previous = answer
+        return out
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    def _route_or_missing(self, namesrv: str, topic: str, t: int) -> Answer:
+        cov = self._coverage[namesrv]
+        if t < cov.from_ts:
+            return route_info(_empty_snapshot(self._epoch(namesrv, cov.from_ts)), topic, request_version=401, shape="standard")
+        return self.route(namesrv, topic, t, request_version=401, shape="standard")
+
+    def _changes_at(self, namesrv: str, topic: str, ts: int) -> tuple[dict[str, Any], ...]:
+        parts = [self._change_groups.get((namesrv, "topic", topic), _EMPTY), self._change_groups.get((namesrv, "filter", None), _EMPTY)]
+        brokers = self._tables["brokerAddrTable"]
+        parts += [self._change_groups.get((namesrv, "broker", brokers.key_values[k][1]), _EMPTY) for k in self._topic_brokers.get((namesrv, topic), [])]
+        rows = np.concatenate(parts)
+        rows = np.sort(rows[self._change_ts[rows] == ts]) if len(rows) else rows
+        if not len(rows):
+            return ()
+        out = []
+        for r in self._changes.take(pa.array(rows, type=pa.int64())).to_pylist():
+            out.append({
+                "table": r["table"],
+                "key": json.loads(r["key"]),
+                "op": r["op"],
+                "before": None if r["before"] is None else json.loads(r["before"]),
+                "after": None if r["after"] is None else json.loads(r["after"]),
+                "cause": r["cause"],
+                "phase": "tick" if r["phase"] == 1 else "record",
+                "tick_ts": r["tick_ts"],
+            })
+        return tuple(out)
+
+    def _filter_entries(self, rows: np.ndarray) -> dict[Any, tuple[str, ...]]:
+        if not len(rows):
+            return {}
+        table = self._tables["filterServerTable"].table.select(["cluster", "broker_addr", "filter_servers"])
+        return {_live_key(r): tuple(r["filter_servers"]) for r in table.take(pa.array(rows, type=pa.int64())).to_pylist()}
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the indexed tables (Arrow buffers and numpy arrays)."""
+        total = sum(t.table.nbytes + t.comp.nbytes + t.valid_to.nbytes + t.key_start.nbytes for t in self._tables.values())
+        return total + self._changes.nbytes + self._tq_ints.nbytes + self._change_ts.nbytes
+
+    def describe(self) -> str:
+        """One line: run id and what it covers."""
+        parts = [f"{c.namesrv} [{format_ms(c.from_ts)} .. {format_ms(c.to_ts)}] ({c.profile})" for c in self.coverage()]
+        return f"run {self.run_id}: " + "; ".join(parts)
+
+
+def _live_key(row: Mapping[str, Any]) -> Any:
+    return row["broker_addr"] if row["cluster"] is None else (row["cluster"], row["broker_addr"])
+
+
+def _empty_snapshot(epoch: _Epoch, **tables: Any) -> Snapshot:
+    empty: FrozenDict[Any, Any] = FrozenDict()
+    values = {name: empty for name in ("topicQueueTable", "brokerAddrTable", "clusterAddrTable", "brokerLiveTable", "filterServerTable", "orderTopicConf")}
+    values.update(tables)
+    return Snapshot(profile=epoch.profile, config=epoch.config, **values)
+
+
+def _iso(t: int) -> str:
+    try:
+        return format_ms(t)
+    except (OverflowError, ValueError, OSError):
+        return "not a representable date"
+
+
+__all__ += ["NotPublishedError", "OutsideCoverageError"]

@@ -1,0 +1,235 @@
+"""The shim's remoting endpoint: a read-only, time-travelling NameServer (interfaces spec §3).
+
+:func:`start_remoting_server` listens for RocketMQ remoting frames (:mod:`nsreplay.serving.remoting`)
+and answers, for one NameServer ``namesrv``, what it would have answered at one instant:
+
+* the instant is the request's extField ``asOf`` (ISO-8601 or epoch ms) when present and non-empty,
+  else the server's ``as_of``, else (``None``) the latest published state;
+* GET_ROUTEINFO_BY_TOPIC (105, extField ``topic``) → SUCCESS with the TopicRouteData (standard JSON for
+  request version ≥ 401, legacy shape below), or TOPIC_NOT_EXIST (17) with the NameServer's remark;
+* GET_BROKER_CLUSTER_INFO (106) and GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) → SUCCESS with the body;
+* every other request code → REQUEST_CODE_NOT_SUPPORTED (3), remark naming the code and what is served;
+* SYSTEM_ERROR (1) when the question cannot be answered: a bad ``asOf`` (remark ``bad asOf: …``), an
+  instant outside the covered range or an unknown NameServer (remark ``no history there: …`` with the
+  covered range), a 105 without ``topic``, an answer too large for a frame, or a failing source;
+* oneway requests (flag bit 1) get no response, whatever their code; frames that are themselves
+  responses (flag bit 0) are ignored.
+
+A response echoes the request's opaque, sets flag bit 0, is written in the request's serialize type and
+carries :data:`RESPONSE_VERSION` and language ``JAVA`` as the NameServer's would.
+
+Connections are independent asyncio tasks; requests on one connection are answered in order. A frame
+that cannot be decoded (:class:`~nsreplay.serving.remoting.FrameError`: bad or oversized length,
+malformed header) closes that connection only, as does :data:`IDLE_TIMEOUT_S` without a byte.
+Nothing a client sends reaches the source except the three questions: the endpoint cannot change state.
+
+``get_source()`` is called once per request, so a newer publish swapped in by the caller is used from
+the next request on. The source is called on the event loop: it is expected to answer from memory (the
+shim's index); a slow source (:class:`~nsreplay.serving.source.HistorySource`) stays correct but
+serializes requests.
+
+:class:`RemotingServerThread` runs the endpoint on its own loop in a background thread for synchronous
+callers (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any, Callable, Coroutine, TypeVar
+
+from nsreplay.history import OutsideCoverageError
+from nsreplay.model import Answer, ResponseCode
+from nsreplay.runtime import UsageError, parse_time
+from nsreplay.serving.remoting import (
+    EncodeError,
+    FrameError,
+    RemotingCommand,
+    decode_payload,
+    encode_frame,
+    frame_length,
+    response_to,
+)
+from nsreplay.serving.source import RouteSource
+
+__all__ = [
+    "GET_ROUTEINFO_BY_TOPIC",
+    "GET_BROKER_CLUSTER_INFO",
+    "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+    "SUPPORTED_CODES",
+    "RESPONSE_VERSION",
+    "IDLE_TIMEOUT_S",
+    "answer_request",
+    "start_remoting_server",
+    "RemotingServerThread",
+]
+
+GET_ROUTEINFO_BY_TOPIC = 105
+GET_BROKER_CLUSTER_INFO = 106
+GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+SUPPORTED_CODES = (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+RESPONSE_VERSION = 401  # the version a NameServer puts in its responses (its own, V4_9_4 here)
+IDLE_TIMEOUT_S = 120.0  # like the NameServer's all-idle channel timeout
+
+RequestObserver = Callable[[RemotingCommand], None]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def _error(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    return response_to(request, code, remark=remark, version=RESPONSE_VERSION)
+
+
+def _instant(request: RemotingCommand, as_of: int | None) -> int | None:
+    text = request.ext("asOf")
+    if text is None or text.strip() == "":
+        return as_of
+    return parse_time(text)
+
+
+def answer_request(request: RemotingCommand, source: RouteSource, *, namesrv: str,
+                   as_of: int | None) -> RemotingCommand | None:
+    """The response to one decoded request (``None`` for oneway requests and stray responses)."""
+    if request.is_oneway or request.is_response:
+        return None
+    if request.code not in SUPPORTED_CODES:
+        return _error(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                      f"request code {request.code} not supported: this is a read-only NameServer replaying "
+                      f"{namesrv}, it answers 105 (route), 106 (cluster info) and 206 (topic list)")
+    try:
+        t = _instant(request, as_of)
+    except UsageError as exc:
+        return _error(request, ResponseCode.SYSTEM_ERROR, f"bad asOf: {exc}")
+    try:
+        if request.code == GET_ROUTEINFO_BY_TOPIC:
+            topic = request.ext("topic")
+            if topic is None:
+                return _error(request, ResponseCode.SYSTEM_ERROR, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'")
+            answer: Answer = source.route(namesrv, topic, t, request_version=request.version)
+        elif request.code == GET_BROKER_CLUSTER_INFO:
+            answer = source.cluster(namesrv, t, request_version=request.version)
+        else:
+            answer = source.topics(namesrv, t, request_version=request.version)
+    except OutsideCoverageError as exc:
+        return _error(request, ResponseCode.SYSTEM_ERROR, f"no history there: {exc}")
+    except Exception as exc:  # a failing source must not take the endpoint down
+        log.exception("remoting: source failed on code %s", request.code)
+        return _error(request, ResponseCode.SYSTEM_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+    return response_to(request, answer.code, body=answer.body, remark=answer.remark, version=RESPONSE_VERSION)
+
+
+def _encode_response(request: RemotingCommand, response: RemotingCommand) -> bytes:
+    try:
+        return encode_frame(response)
+    except EncodeError as exc:
+        return encode_frame(_error(request, ResponseCode.SYSTEM_ERROR, f"answer cannot be sent: {exc}"))
+
+
+async def start_remoting_server(
+    get_source: Callable[[], RouteSource],
+    *,
+    host: str = "127.0.0.1",
+    port: int,
+    namesrv: str,
+    as_of: int | None,
+    on_request: RequestObserver | None = None,
+) -> asyncio.Server:
+    """Start listening on ``host:port`` (0 = any free port; see ``server.sockets``) and return the
+    started :class:`asyncio.Server` (see module docstring). ``on_request``, when given, is called with
+    every decoded frame before it is answered (tests use it to see what real clients asked)."""
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                try:
+                    prefix = await asyncio.wait_for(reader.readexactly(4), IDLE_TIMEOUT_S)
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial:
+                        log.info("remoting: %s closed inside a length prefix", peer)
+                    return
+                total = frame_length(prefix)
+                payload = await asyncio.wait_for(reader.readexactly(total), IDLE_TIMEOUT_S)
+                request = decode_payload(payload)
+                if on_request is not None:
+                    on_request(request)
+                response = answer_request(request, get_source(), namesrv=namesrv, as_of=as_of)
+                if response is not None:
+                    writer.write(_encode_response(request, response))
+                    await writer.drain()
+        except FrameError as exc:
+            log.info("remoting: closing %s: %s: %s", peer, type(exc).__name__, exc)
+        except asyncio.IncompleteReadError:
+            log.info("remoting: %s closed inside a frame", peer)
+        except (asyncio.TimeoutError, TimeoutError):
+            log.info("remoting: closing %s: idle for %.0f s", peer, IDLE_TIMEOUT_S)
+        except (ConnectionError, OSError) as exc:
+            log.info("remoting: %s: %s", peer, exc)
+        except asyncio.CancelledError:
+            pass  # the server is shutting down; end this connection quietly
+        except Exception:  # never let one connection's surprise reach the server
+            log.exception("remoting: unexpected error on %s", peer)
+        finally:
+            writer.close()
+        try:
+            await writer.wait_closed()
+        except (Exception, asyncio.CancelledError):
+            pass
+
+    return await asyncio.start_server(connection, host, port)
+
+
+class RemotingServerThread:
+    """The endpoint on a private event loop in a daemon thread, for synchronous callers (tests,
+    benchmarks)::
+
+        with RemotingServerThread(lambda: source, namesrv="10.0.0.10:9876", as_of=None) as server:
+            RemotingClient.connect("127.0.0.1", server.port).route("orders")
+
+    ``port=0`` picks a free port (``server.port`` once entered). :meth:`run` runs a coroutine on the
+    server's loop (e.g. to start a companion asyncio server). Leaving the block stops the server,
+    cancels its connections and joins the thread."""
+
+    def __init__(self, get_source: Callable[[], RouteSource], *, namesrv: str, as_of: int | None,
+                 host: str = "127.0.0.1", port: int = 0, on_request: RequestObserver | None = None) -> None:
+        self._args = dict(host=host, port=port, namesrv=namesrv, as_of=as_of, on_request=on_request)
+        self._get_source = get_source
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="nsreplay-remoting", daemon=True)
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        """Run ``coro`` on the server's loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def __enter__(self) -> "RemotingServerThread":
+        self._thread.start()
+        try:
+            self.server = self.run(start_remoting_server(self._get_source, **self._args))  # type: ignore[arg-type]
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.run(self._shutdown())
+        finally:
+            self._stop_loop()
+
+    async def _shutdown(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()

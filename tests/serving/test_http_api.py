@@ -1,0 +1,157 @@
+"""The real ``nsreplay serve`` on the demo warehouse, over HTTP: every endpoint against the oracle
+(HistorySource snapshots rendered by the reference renderer) or the index verified in test_index,
+and every error case (400/404/405 with a JSON reason, never a 5xx)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import requests
+
+from nsreplay.model import ResponseCode, cluster_info, route_info, same_answer, topic_list, topic_not_exist_remark
+from nsreplay.runtime import format_ms
+
+
+@pytest.fixture(scope="module")
+def http(demo_server):
+    session = requests.Session()
+    yield lambda path, **kw: session.request(kw.pop("method", "GET"), demo_server.url + path, timeout=30, **kw)
+    session.close()
+
+
+def test_startup_line_says_what_is_served(demo_server, demo_index):
+    line = demo_server.line
+    assert demo_index.run_id in line and demo_server.url in line
+    for cov in demo_index.coverage():
+        assert cov.namesrv in line and format_ms(cov.from_ts) in line and format_ms(cov.to_ts) in line
+
+
+def test_namesrvs(http, demo_index):
+    r = http("/v1/namesrvs")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
+    assert r.json() == [
+        {"namesrv": c.namesrv, "from": c.from_ts, "to": c.to_ts, "from_iso": format_ms(c.from_ts), "to_iso": format_ms(c.to_ts),
+         "profile": c.profile, "run_id": demo_index.run_id}
+        for c in demo_index.coverage()
+    ]
+
+
+def test_route_cluster_topics_match_the_oracle(http, demo_oracle, demo_instants, demo_topics):
+    rnd = random.Random(17)
+    for ns, instants in demo_instants.items():
+        for i, t in enumerate(rnd.sample(instants, min(8, len(instants)))):
+            at = format_ms(t) if i % 2 else str(t)  # both time syntaxes
+            snap = demo_oracle.snapshot(ns, t)
+            for topic in demo_topics[ns]:
+                r = http(f"/v1/route/{requests.utils.quote(topic, safe='')}", params={"namesrv": ns, "at": at})
+                want = route_info(snap, topic, request_version=401)
+                assert r.headers["X-Nsreplay-At"] == str(t)
+                if want.code == ResponseCode.SUCCESS:
+                    assert r.status_code == 200 and r.content == want.body, (ns, t, topic)
+                    assert same_answer(r.content, want.body)
+                else:
+                    assert r.status_code == 404 and r.json() == {"code": 17, "remark": topic_not_exist_remark(topic)}, (ns, t, topic)
+            r = http("/v1/cluster", params={"namesrv": ns, "at": at})
+            assert r.status_code == 200 and r.content == cluster_info(snap, shape="standard").body
+            assert r.json() == json.loads(cluster_info(snap, shape="standard").body)
+            r = http("/v1/topics", params={"namesrv": ns, "at": at})
+            assert r.status_code == 200 and r.content == topic_list(snap).body
+
+
+def test_latest_state_when_at_is_omitted(http, demo_oracle, demo_topics):
+    for cov in demo_oracle.coverage():
+        topic = demo_topics[cov.namesrv][0]
+        r = http(f"/v1/route/{topic}", params={"namesrv": cov.namesrv})
+        want = demo_oracle.route(cov.namesrv, topic, cov.to_ts, request_version=401)
+        assert r.headers["X-Nsreplay-At"] == str(cov.to_ts)
+        assert (r.status_code, r.content if want.body else None) == ((200, want.body) if want.body else (404, None))
+
+
+def test_tables(http, demo_index, demo_instants):
+    rnd = random.Random(2)
+    for ns, instants in demo_instants.items():
+        for t in rnd.sample(instants, 3):
+            for table in ("topicQueueTable", "brokerAddrTable", "clusterAddrTable", "brokerLiveTable", "filterServerTable", "orderTopicConf"):
+                r = http(f"/v1/tables/{table}", params={"namesrv": ns, "at": str(t)})
+                at, tick, rows = demo_index.table_rows(ns, table, t)
+                assert r.status_code == 200
+                assert r.json() == {"namesrv": ns, "table": table, "at": t, "tick": tick, "run_id": demo_index.run_id, "rows": json.loads(json.dumps(rows))}
+                assert tick is None or tick <= t
+
+
+def test_history(http, demo_index, demo_topics):
+    for cov in demo_index.coverage():
+        for topic in demo_topics[cov.namesrv][:4]:
+            entries = demo_index.route_history(cov.namesrv, topic, None, None)
+            r = http(f"/v1/history/route/{topic}", params={"namesrv": cov.namesrv})
+            assert r.status_code == 200
+            body = r.json()
+            assert [(e["ts"], e["tick_ts"], e["code"], e["route"]) for e in body] == [
+                (e.ts, e.tick_ts, e.answer.code, json.loads(e.answer.body) if e.answer.body else None) for e in entries
+            ]
+            assert [e["changes"] for e in body] == [json.loads(json.dumps(list(e.changes))) for e in entries]
+            if len(entries) >= 2:  # a window: only its changes
+                lo, hi = entries[1].ts, entries[-1].ts
+                r = http(f"/v1/history/route/{topic}", params={"namesrv": cov.namesrv, "from": format_ms(lo), "to": str(hi)})
+                assert [e["ts"] for e in r.json()] == [e.ts for e in entries if lo <= e.ts <= hi]
+
+
+def test_head_is_served_without_a_body(http, demo_index):
+    cov = demo_index.coverage()[0]
+    r = http("/v1/cluster", method="HEAD", params={"namesrv": cov.namesrv})
+    assert r.status_code == 200 and r.content == b""
+
+
+@pytest.mark.parametrize(
+    "method, path, params, status, says",
+    [
+        ("GET", "/v1/route/x", {"at": "bad"}, 400, "not a time"),
+        ("GET", "/v1/route/x", {"at": "2024-13-45T00:00:00Z"}, 400, "not a time"),
+        ("GET", "/v1/cluster", {"at": "１２３"}, 400, "not a time"),
+        ("GET", "/v1/route/x", {"at": ""}, 400, "empty"),
+        ("GET", "/v1/route/x", {"when": "1"}, 400, "unknown parameter 'when'"),
+        ("GET", "/v1/route/x?at=1&at=2", {}, 400, "more than once"),
+        ("GET", "/v1/route/x", {"at": "99999999999999999999999999"}, 404, "outside the covered range"),
+        ("GET", "/v1/route/x", {"at": "0001-01-01T00:00:00+14:00"}, 404, "outside the covered range"),
+        ("GET", "/v1/topics", {"at": "-1"}, 404, "outside the covered range"),
+        ("GET", "/v1/tables/nope", {}, 404, "unknown table"),
+        ("GET", "/v1/history/route/x", {"from": "2024-11-21T01:00:00Z", "to": "2024-11-21T00:00:00Z"}, 400, "after"),
+        ("GET", "/v1/history/route/x", {"from": "1"}, 404, "outside the covered range"),
+        ("GET", "/v1/nothing", {}, 404, "no such endpoint"),
+        ("GET", "/v1/route/", {}, 404, "no such endpoint"),
+        ("POST", "/v1/route/x", {}, 405, "read-only"),
+        ("PUT", "/v1/namesrvs", {}, 405, "read-only"),
+        ("DELETE", "/v1/tables/brokerLiveTable", {}, 405, "read-only"),
+    ],
+)
+def test_errors(http, demo_index, method, path, params, status, says):
+    r = http(path, method=method, params={"namesrv": demo_index.coverage()[0].namesrv, **params})
+    assert r.status_code == status, r.text
+    assert says in r.json()["error"], r.text
+
+
+def test_outside_range_names_the_range(http, demo_index):
+    cov = demo_index.coverage()[-1]
+    for at in (str(cov.from_ts - 1), format_ms(cov.to_ts + 1)):
+        r = http("/v1/route/x", params={"namesrv": cov.namesrv, "at": at})
+        assert r.status_code == 404
+        message = r.json()["error"]
+        assert f"[{cov.from_ts}, {cov.to_ts}]" in message and format_ms(cov.from_ts) in message and format_ms(cov.to_ts) in message
+
+
+def test_unknown_or_missing_namesrv(http, demo_index):
+    r = http("/v1/cluster", params={"namesrv": "10.9.9.9:9876"})
+    assert r.status_code == 404 and "unknown NameServer" in r.json()["error"]
+    assert all(c.namesrv in r.json()["error"] for c in demo_index.coverage())
+    r = http("/v1/cluster")
+    assert r.status_code == 400 and "'namesrv' is required" in r.json()["error"]
+
+
+def test_openapi_document_describes_every_endpoint(http):
+    doc = http("/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    assert set(doc["paths"]) == {"/v1/namesrvs", "/v1/route/{topic}", "/v1/cluster", "/v1/topics", "/v1/tables/{table}", "/v1/history/route/{topic}", "/openapi.json"}
+    for path, item in doc["paths"].items():
+        assert {"200", "400", "404", "405"} <= set(item["get"]["responses"]), path

@@ -1,0 +1,146 @@
+"""RouteIndex answers exactly like HistorySource (the slow, obviously-correct oracle) on the demo
+warehouse: route (request versions 121 and 401, every topic and an unknown one), cluster, topic list,
+full snapshots and table rows, at instants around every incident of every NameServer; route history
+agrees with point lookups; errors are those of PublishedHistory."""
+
+from __future__ import annotations
+
+import bisect
+import random
+
+import pytest
+
+from nsreplay.history import NotPublishedError, OutsideCoverageError, PublishedHistory
+from nsreplay.model import Answer, cluster_info, route_info, same_answer, topic_list
+from nsreplay.model import ResponseCode
+from nsreplay.serving.index import TABLES, OutsideRangeError, RouteIndex, UnknownNamesrvError, UnknownTableError
+from schemas.gold import NAMESRV_EPOCHS
+
+
+def _same(a: Answer, b: Answer) -> bool:
+    """Same code, remark and body — byte for byte (both sides render sorted lists)."""
+    return same_answer(a, b) and a == b
+
+
+def test_route_cluster_topics_match_the_oracle(demo_index, demo_oracle, demo_instants, demo_topics):
+    checked = 0
+    for ns, instants in demo_instants.items():
+        for t in instants:
+            snap = demo_oracle.snapshot(ns, t)
+            for topic in demo_topics[ns]:
+                for version in (121, 401):
+                    got = demo_index.route(ns, topic, t, request_version=version)
+                    want = route_info(snap, topic, request_version=version)
+                    assert _same(got, want), (ns, t, topic, version, got, want)
+                    checked += 1
+            for version in (121, 401):
+                assert _same(demo_index.cluster(ns, t, request_version=version), cluster_info(snap, request_version=version)), (ns, t)
+                assert _same(demo_index.topics(ns, t, request_version=version), topic_list(snap, request_version=version)), (ns, t)
+            assert _same(demo_index.cluster(ns, t, request_version=401, shape="standard"), cluster_info(snap, shape="standard"))
+    assert checked > 1000
+    assert {n for n in demo_instants} == {c.namesrv for c in demo_oracle.coverage()}
+
+
+def test_the_oracle_itself_agrees_on_a_sample(demo_index, demo_oracle, demo_instants, demo_topics):
+    """The same through HistorySource's own RouteSource methods (not only its snapshots)."""
+    rnd = random.Random(3)
+    for ns, instants in demo_instants.items():
+        for t in rnd.sample(instants, min(6, len(instants))):
+            for topic in rnd.sample(demo_topics[ns], 3) + [demo_topics[ns][-1]]:
+                assert _same(demo_index.route(ns, topic, t, request_version=401), demo_oracle.route(ns, topic, t, request_version=401))
+            assert _same(demo_index.cluster(ns, t, request_version=0), demo_oracle.cluster(ns, t, request_version=0))
+            assert _same(demo_index.topics(ns, t, request_version=0), demo_oracle.topics(ns, t, request_version=0))
+
+
+def test_snapshots_and_table_rows_match(demo_root, demo_index, demo_oracle, demo_instants):
+    history = PublishedHistory(demo_root)
+    rnd = random.Random(5)
+    for ns, instants in demo_instants.items():
+        for t in rnd.sample(instants, min(15, len(instants))):
+            assert demo_index.snapshot(ns, t) == demo_oracle.snapshot(ns, t), (ns, t)
+            for name, spec in TABLES.items():
+                at, tick, rows = demo_index.table_rows(ns, name, t)
+                want = history.rows(spec, ns, t)
+                for r in want:
+                    r.pop("namesrv"), r.pop("run_id")
+                    if "broker_addrs" in r:
+                        r["broker_addrs"] = {str(i): a for i, a in r["broker_addrs"]}
+                key = lambda r: repr(sorted(r.items()))  # noqa: E731
+                assert at == t and sorted(rows, key=key) == sorted(want, key=key), (ns, name, t)
+
+
+def test_tick_is_the_last_tick_of_the_epoch_grid(demo_root, demo_index, demo_instants):
+    from nsreplay.storage import Warehouse, dataset
+    from schemas.gold import SCAN_TICKS
+
+    history = PublishedHistory(demo_root)
+    ticks = dataset(SCAN_TICKS, Warehouse(demo_root, None, "delta-rs").files(SCAN_TICKS, history.versions[SCAN_TICKS.name])).to_table().to_pylist()
+    for ns, instants in demo_instants.items():
+        grid = sorted((r["tick_ts"], r["epoch_start_ts"]) for r in ticks if r["namesrv"] == ns)
+        times = [g[0] for g in grid]
+        for t in instants:
+            i = bisect.bisect_right(times, t) - 1
+            epoch_start = max((r["start_ts"] for r in history.rows(NAMESRV_EPOCHS, ns) if r["start_ts"] <= t), default=None)
+            want = grid[i][0] if i >= 0 and (epoch_start is None or grid[i][1] == epoch_start) else None
+            assert demo_index.tick_at(ns, t) == want, (ns, t)
+
+
+def test_latest_state_is_the_end_of_coverage(demo_index, demo_oracle, demo_topics):
+    for cov in demo_index.coverage():
+        for topic in demo_topics[cov.namesrv][:5]:
+            assert _same(demo_index.route(cov.namesrv, topic, None, request_version=401), demo_oracle.route(cov.namesrv, topic, cov.to_ts, request_version=401))
+        assert demo_index.table_rows(cov.namesrv, "brokerAddrTable", None)[0] == cov.to_ts
+
+
+def test_route_history_agrees_with_point_lookups(demo_index, demo_oracle, demo_topics):
+    rnd = random.Random(11)
+    for cov in demo_index.coverage():
+        ns = cov.namesrv
+        topics = demo_topics[ns]
+        for topic in rnd.sample(topics[:-1], min(4, len(topics) - 1)) + [topics[-1]]:
+            entries = demo_index.route_history(ns, topic, None, None)
+            assert [e.ts for e in entries] == sorted({e.ts for e in entries})
+            missing = ResponseCode.TOPIC_NOT_EXIST
+            for e in entries:
+                assert _same(e.answer, demo_index.route(ns, topic, e.ts, request_version=401, shape="standard"))
+                if e.ts > cov.from_ts:
+                    assert e.answer != demo_index.route(ns, topic, e.ts - 1, request_version=401, shape="standard")
+                else:  # before the first record the NameServer had no route for anything
+                    assert e.answer.code == ResponseCode.SUCCESS
+                assert all(c["table"] in ("topicQueueTable", "brokerAddrTable", "orderTopicConf", "filterServerTable") for c in e.changes)
+            # completeness: at any instant the answer is that of the last entry at or before it
+            times = [e.ts for e in entries]
+            for t in [rnd.randint(cov.from_ts, cov.to_ts) for _ in range(4)] + [e.ts - 1 for e in entries if e.ts > cov.from_ts][:6]:
+                i = bisect.bisect_right(times, t) - 1
+                want = demo_oracle.route(ns, topic, t, request_version=401)
+                if i < 0:
+                    assert want.code == missing, (ns, topic, t)
+                else:
+                    assert _same(entries[i].answer, want), (ns, topic, t)
+            if entries:  # a window starting at a change reports that change first
+                window = demo_index.route_history(ns, topic, entries[-1].ts, cov.to_ts)
+                assert window == [entries[-1]]
+                assert demo_index.route_history(ns, topic, entries[-1].ts + 1, cov.to_ts) == []
+        assert demo_index.route_history(ns, topics[-1], None, None) == []
+
+
+def test_errors_are_those_of_published_history(demo_index, tmp_path):
+    cov = demo_index.coverage()[0]
+    with pytest.raises(UnknownNamesrvError, match="unknown NameServer"):
+        demo_index.route("10.9.9.9:9876", "t", None, request_version=401)
+    for t in (cov.from_ts - 1, cov.to_ts + 1, -(10**30), 10**30):
+        with pytest.raises(OutsideRangeError) as info:
+            demo_index.cluster(cov.namesrv, t, request_version=401)
+        assert isinstance(info.value, OutsideCoverageError)
+        assert f"[{cov.from_ts}, {cov.to_ts}]" in str(info.value)
+    with pytest.raises(UnknownTableError, match="topicQueueTable"):
+        demo_index.table_rows(cov.namesrv, "nope", None)
+    with pytest.raises(NotPublishedError):
+        RouteIndex.load(str(tmp_path))
+
+
+def test_index_is_columnar(demo_index):
+    """Memory follows the interval rows: the broker-live table is arrays, not Python objects."""
+    live = demo_index._tables["brokerLiveTable"]
+    assert live.n > 0 and live.comp.dtype.name == "int64" and len(live.key_values) < live.n
+    assert demo_index.memory_bytes() > 0
