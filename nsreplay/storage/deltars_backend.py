@@ -5,7 +5,8 @@ How a write works:
 1. Open the table at its latest version (the transaction's read snapshot). If it already holds the app
    transaction of this (job, run_id), stop: nothing to do.
 2. Overwrite only: pick the affected files (all, or those in the given partitions); with a ``where``,
-   read them back and keep their rows for which ``where`` is not true.
+   only those holding a row for which it is true (Parquet statistics skip most files unread), read
+   them back and keep their rows for which ``where`` is not true.
 3. Spark writes the new rows (and the kept ones) as zstd Parquet, partitioned like the table, into
    ``<table>/_staging/<uuid>/``.
 4. The driver moves each data file to the same relative path below the table root, and reads its row
@@ -152,6 +153,20 @@ class DeltaRsBackend(Backend):
             .select(*columns)
         )
 
+    def _files_matching(self, spark: "SparkSession", spec: TableSpec, location: TableLocation, files: list[dict], where: str) -> list[dict]:
+        """The files holding at least one row for which ``where`` is true. Only the predicate's
+        columns are read, and Parquet statistics let Spark skip most files without reading them,
+        so a predicate overwrite rewrites the files it touches, not the whole partition."""
+        found = (
+            self._read_parquet(spark, spec, location, [f["relative"] for f in files])
+            .where(F.coalesce(F.expr(where), F.lit(False)))
+            .select(F.input_file_name().alias("file"))
+            .distinct()
+            .collect()  # one row per matching data file (metadata, not table rows)
+        )
+        hits = {_decoded(r.file) for r in found}
+        return [f for f in files if any(h.endswith("/" + _decoded(f["relative"]).lstrip("/")) for h in hits)]
+
     # -- write --------------------------------------------------------------------------------------
 
     def write(self, request: WriteRequest) -> int | None:
@@ -166,6 +181,8 @@ class DeltaRsBackend(Backend):
         data = request.df
         if request.mode == "overwrite":
             affected = [f for f in self._active_files(table, spec) if _in_partitions(f["partition_values"], request.partitions)]
+            if request.where is not None and affected:
+                affected = self._files_matching(spark, spec, location, affected, request.where)
             now = _now_ms()
             removes = [
                 RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"],
@@ -264,6 +281,16 @@ class DeltaRsBackend(Backend):
 
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _decoded(path: str) -> str:
+    """``path`` with every level of %-encoding undone (Spark's file names are encoded once more
+    than the Delta log's relative paths)."""
+    while True:
+        decoded = urllib.parse.unquote(path)
+        if decoded == path:
+            return path
+        path = decoded
 
 
 def _now_ms() -> int:
