@@ -281,6 +281,7 @@ def replay_window(
         commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until)
         replaced = {"namesrv": sorted(origins)}
         by_name = {spec.name: spec for spec in REPLAY_TABLES}
+        interval_names = {spec.name for spec in INTERVAL_TABLES.values()}
         versions: dict[str, int] = {}
         counts: dict[str, int] = {}
         for name, (df, owned) in outputs.items():
@@ -288,6 +289,9 @@ def replay_window(
             frame = df.select(*spec.schema.fieldNames())
             if owned is not None:
                 frame = frame.where(F.expr(owned))
+            if name in interval_names:
+                # open intervals in files of their own: the next window rewrites only those files
+                frame = frame.repartitionByRange(2 * len(replaced["namesrv"]), "namesrv", F.col("valid_to").isNull())
             frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
             counts[name] = frame.count()
             warehouse.overwrite(spec, frame, commit, where=owned, partitions=replaced)
