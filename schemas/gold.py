@@ -226,6 +226,19 @@ ROUTE_FIDELITY = TableSpec(
     description="Captured GET_ROUTEINFO_BY_TOPIC answers against the rebuilt route at that instant.",
 )
 
+# Covered range per NameServer: from its first record to the end of the published windows.
+_COVERAGE = ArrayType(
+    StructType(
+        [
+            StructField("namesrv", _str, False),
+            StructField("from_ts", _long, False),
+            StructField("to_ts", _long, False),
+            StructField("profile", _str, False),
+        ]
+    ),
+    False,
+)
+
 PUBLISH_LOG = TableSpec(
     name="gold.publish_log",
     schema=StructType(
@@ -234,21 +247,7 @@ PUBLISH_LOG = TableSpec(
             StructField("published_ms", _long, False),
             StructField("window_from", _long, False),
             StructField("window_to", _long, False),
-            StructField(
-                "namesrvs",
-                ArrayType(
-                    StructType(
-                        [
-                            StructField("namesrv", _str, False),
-                            StructField("from_ts", _long, False),
-                            StructField("to_ts", _long, False),
-                            StructField("profile", _str, False),
-                        ]
-                    ),
-                    False,
-                ),
-                False,
-            ),
+            StructField("namesrvs", _COVERAGE, False),
             StructField("table_versions", MapType(_str, _long), False),
             StructField("row_counts", MapType(_str, _long), False),
             StructField("quality", _str, False),
@@ -273,18 +272,6 @@ REPLAY_STATE = TableSpec(
     ),
     partition_by=("namesrv",),
     description="Replay state at the end of each window, per (NameServer, replay unit).",
-)
-
-_COVERAGE = ArrayType(
-    StructType(
-        [
-            StructField("namesrv", _str, False),
-            StructField("from_ts", _long, False),
-            StructField("to_ts", _long, False),
-            StructField("profile", _str, False),
-        ]
-    ),
-    False,
 )
 
 # What a replay stage wrote, waiting for its quality check and publish (one row per replay run).
@@ -321,6 +308,16 @@ STALE_WINDOWS = TableSpec(
     ),
     description="Published windows whose input (or carried state) changed after publishing.",
 )
+
+# The key of each interval table: at most one row per (namesrv, key) is valid at any instant.
+INTERVAL_KEYS: dict[str, tuple[str, ...]] = {
+    TOPIC_QUEUE_INTERVALS.name: ("topic", "broker_name"),
+    BROKER_ADDR_INTERVALS.name: ("broker_name",),
+    CLUSTER_ADDR_INTERVALS.name: ("cluster", "broker_name"),
+    BROKER_LIVE_INTERVALS.name: ("cluster", "broker_addr"),
+    FILTER_SERVER_INTERVALS.name: ("cluster", "broker_addr"),
+    ORDER_TOPIC_INTERVALS.name: ("topic",),
+}
 
 GOLD_TABLES = tuple(INTERVAL_TABLES.values()) + (ROUTE_CHANGES, KEYFRAMES, SCAN_TICKS, NAMESRV_EPOCHS, ROUTE_FIDELITY, PUBLISH_LOG)
 REPLAY_TABLES = GOLD_TABLES[:-1] + (REPLAY_STATE,)  # written by a replay stage (publish_log by publish)

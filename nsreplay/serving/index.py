@@ -62,6 +62,7 @@ from schemas.gold import (
     BROKER_LIVE_INTERVALS,
     CLUSTER_ADDR_INTERVALS,
     FILTER_SERVER_INTERVALS,
+    INTERVAL_KEYS,
     NAMESRV_EPOCHS,
     ORDER_TOPIC_INTERVALS,
     ROUTE_CHANGES,
@@ -91,14 +92,7 @@ TABLES: dict[str, TableSpec] = {
     "filterServerTable": FILTER_SERVER_INTERVALS,
     "orderTopicConf": ORDER_TOPIC_INTERVALS,
 }
-_KEYS: dict[str, tuple[str, ...]] = {
-    "topicQueueTable": ("topic", "broker_name"),
-    "brokerAddrTable": ("broker_name",),
-    "clusterAddrTable": ("cluster", "broker_name"),
-    "brokerLiveTable": ("cluster", "broker_addr"),
-    "filterServerTable": ("cluster", "broker_addr"),
-    "orderTopicConf": ("topic",),
-}
+_KEYS: dict[str, tuple[str, ...]] = {name: INTERVAL_KEYS[spec.name] for name, spec in TABLES.items()}
 # route_changes rows that can change a topic's route answer (the live table changes every heartbeat
 # and never does; cluster membership is not part of a route).
 _HISTORY_TABLES = ("topicQueueTable", "brokerAddrTable", "orderTopicConf", "filterServerTable")

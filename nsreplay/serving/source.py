@@ -33,7 +33,23 @@ class RouteSource(Protocol):
     def topics(self, namesrv: str, t: int | None, *, request_version: int) -> Answer: ...
 
 
-class HistorySource:
+class SnapshotSource:
+    """Answers rendered from a full snapshot per question: subclasses provide :meth:`snapshot`."""
+
+    def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
+        raise NotImplementedError
+
+    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int) -> Answer:
+        return route_info(self.snapshot(namesrv, t), topic, request_version=request_version)
+
+    def cluster(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:
+        return cluster_info(self.snapshot(namesrv, t), request_version=request_version)
+
+    def topics(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:
+        return topic_list(self.snapshot(namesrv, t), request_version=request_version)
+
+
+class HistorySource(SnapshotSource):
     """:class:`RouteSource` over :class:`PublishedHistory`: one snapshot per question."""
 
     def __init__(self, root: str) -> None:
@@ -56,14 +72,5 @@ class HistorySource:
     def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
         return self._history.snapshot_at(namesrv, self.instant(namesrv, t))
 
-    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int) -> Answer:
-        return route_info(self.snapshot(namesrv, t), topic, request_version=request_version)
 
-    def cluster(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:
-        return cluster_info(self.snapshot(namesrv, t), request_version=request_version)
-
-    def topics(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:
-        return topic_list(self.snapshot(namesrv, t), request_version=request_version)
-
-
-__all__ = ["HistorySource", "RouteSource"]
+__all__ = ["HistorySource", "RouteSource", "SnapshotSource"]

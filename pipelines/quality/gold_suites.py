@@ -20,20 +20,10 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pipelines.quality.suites import QualityReport, _context, _gx, _validate
-from schemas.gold import INTERVAL_TABLES, REPLAY_STATE, ROUTE_CHANGES, SCAN_TICKS
+from schemas.gold import INTERVAL_KEYS, INTERVAL_TABLES, REPLAY_STATE, ROUTE_CHANGES, SCAN_TICKS
 
 START_CAUSES = ("registered", "heartbeat", "admin", "expired", "unregistered", "channel_closed", "namesrv_restart")
 CHANGE_CAUSES = START_CAUSES
-
-# The key columns of each interval table (one value per key at any instant).
-INTERVAL_KEYS = {
-    "gold.topic_queue_intervals": ("topic", "broker_name"),
-    "gold.broker_addr_intervals": ("broker_name",),
-    "gold.cluster_addr_intervals": ("cluster", "broker_name"),
-    "gold.broker_live_intervals": ("cluster", "broker_addr"),
-    "gold.filter_server_intervals": ("cluster", "broker_addr"),
-    "gold.order_topic_intervals": ("topic",),
-}
 
 
 def _intervals(tables: Mapping[str, DataFrame], run_id: str) -> DataFrame:

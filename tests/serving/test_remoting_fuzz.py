@@ -15,7 +15,7 @@ import struct
 from functools import lru_cache
 
 from nsreplay.history import Coverage, OutsideCoverageError
-from nsreplay.model import PROFILE_49, Answer, Snapshot, cluster_info, route_info, state_at, topic_list
+from nsreplay.model import PROFILE_49, Answer, Snapshot, state_at
 from nsreplay.model.records import namesrv_start, register_broker, unregister_broker
 from nsreplay.serving.remoting import (
     JSON,
@@ -29,6 +29,7 @@ from nsreplay.serving.remoting import (
 )
 from nsreplay.serving.remoting_client import AsyncRemotingClient, answer_of, question
 from nsreplay.serving.remoting_server import start_remoting_server
+from nsreplay.serving.source import SnapshotSource
 
 NS = "10.0.0.10:9876"
 S = 1732147200000
@@ -47,7 +48,7 @@ def records() -> list[dict]:
     return out
 
 
-class ModelSource:
+class ModelSource(SnapshotSource):
     """RouteSource over the reference model replaying :func:`records` (snapshots cached per instant)."""
 
     run_id = "model"
@@ -64,15 +65,6 @@ class ModelSource:
         if namesrv != NS or not S <= t <= END:
             raise OutsideCoverageError(f"{t} is outside the covered range of {namesrv}: [{S}, {END}]")
         return state_at(self._records, NS, t, default_profile=PROFILE_49)
-
-    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int) -> Answer:
-        return route_info(self.snapshot(namesrv, t), topic, request_version=request_version)
-
-    def cluster(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:
-        return cluster_info(self.snapshot(namesrv, t), request_version=request_version)
-
-    def topics(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:
-        return topic_list(self.snapshot(namesrv, t), request_version=request_version)
 
 
 SOURCE = ModelSource()
