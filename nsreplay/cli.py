@@ -66,6 +66,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")
     incremental.add_argument("--captures", required=True, help="a capture directory (e.g. nsreplay generate --preset bench-hour --set timing.hours=2)")
     incremental.add_argument("--split", help="where the last window starts (ISO-8601 or epoch ms; default: the middle of the capture)")
+    incremental.add_argument("--rounds", type=int, default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
     incremental.add_argument("--master", default=None)
     incremental.set_defaults(func=_bench_incremental)
     serve = bench.add_parser("serve", help="serving shim: index build, memory, HTTP throughput (wrk) and latency at a fixed rate, remoting")
@@ -117,7 +118,8 @@ def _bench_incremental(args: argparse.Namespace) -> int:
     from nsreplay.bench import bench_incremental
     from nsreplay.runtime import parse_time
 
-    print(bench_incremental(args.captures, split_ts=parse_time(args.split) if args.split else None, master=args.master).report())
+    print(bench_incremental(args.captures, split_ts=parse_time(args.split) if args.split else None, master=args.master,
+                            rounds=args.rounds).report())
     return 0
 
 
