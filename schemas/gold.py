@@ -239,20 +239,19 @@ _COVERAGE = ArrayType(
     False,
 )
 
+# What a run wrote: its window, covered range per NameServer, table versions, row counts, quality.
+_RUN_FIELDS = [
+    StructField("window_from", _long, False),
+    StructField("window_to", _long, False),
+    StructField("namesrvs", _COVERAGE, False),
+    StructField("table_versions", MapType(_str, _long), False),
+    StructField("row_counts", MapType(_str, _long), False),
+    StructField("quality", _str, False),
+]
+
 PUBLISH_LOG = TableSpec(
     name="gold.publish_log",
-    schema=StructType(
-        [
-            StructField("run_id", _str, False),
-            StructField("published_ms", _long, False),
-            StructField("window_from", _long, False),
-            StructField("window_to", _long, False),
-            StructField("namesrvs", _COVERAGE, False),
-            StructField("table_versions", MapType(_str, _long), False),
-            StructField("row_counts", MapType(_str, _long), False),
-            StructField("quality", _str, False),
-        ]
-    ),
+    schema=StructType([StructField("run_id", _str, False), StructField("published_ms", _long, False)] + _RUN_FIELDS),
     description="One row per published run: readers use only the table versions named here.",
 )
 
@@ -277,18 +276,7 @@ REPLAY_STATE = TableSpec(
 # What a replay stage wrote, waiting for its quality check and publish (one row per replay run).
 REPLAY_RUNS = TableSpec(
     name="gold.replay_runs",
-    schema=StructType(
-        [
-            StructField("run_id", _str, False),
-            StructField("written_ms", _long, False),
-            StructField("window_from", _long, False),
-            StructField("window_to", _long, False),
-            StructField("namesrvs", _COVERAGE, False),
-            StructField("table_versions", MapType(_str, _long), False),
-            StructField("row_counts", MapType(_str, _long), False),
-            StructField("quality", _str, False),
-        ]
-    ),
+    schema=StructType([StructField("run_id", _str, False), StructField("written_ms", _long, False)] + _RUN_FIELDS),
     description="Replay runs written but not necessarily published: what the publish stage publishes.",
 )
 

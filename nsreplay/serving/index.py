@@ -58,15 +58,10 @@ from nsreplay.model.render import STANDARD_JSON_MIN_VERSION, Shape
 from nsreplay.runtime import format_ms
 from nsreplay.storage import TableSpec, Warehouse, dataset
 from schemas.gold import (
-    BROKER_ADDR_INTERVALS,
-    BROKER_LIVE_INTERVALS,
-    CLUSTER_ADDR_INTERVALS,
-    FILTER_SERVER_INTERVALS,
     INTERVAL_KEYS,
+    INTERVAL_TABLES,
     NAMESRV_EPOCHS,
-    ORDER_TOPIC_INTERVALS,
     ROUTE_CHANGES,
-    TOPIC_QUEUE_INTERVALS,
 )
 
 __all__ = [
@@ -84,14 +79,7 @@ _OPEN = np.iinfo(np.int64).max  # valid_to of a row still valid at the end of th
 _EMPTY = np.empty(0, dtype=np.int64)
 
 #: The tables /v1/tables serves: API name → gold interval table (the five route tables + order conf).
-TABLES: dict[str, TableSpec] = {
-    "topicQueueTable": TOPIC_QUEUE_INTERVALS,
-    "brokerAddrTable": BROKER_ADDR_INTERVALS,
-    "clusterAddrTable": CLUSTER_ADDR_INTERVALS,
-    "brokerLiveTable": BROKER_LIVE_INTERVALS,
-    "filterServerTable": FILTER_SERVER_INTERVALS,
-    "orderTopicConf": ORDER_TOPIC_INTERVALS,
-}
+TABLES: dict[str, TableSpec] = INTERVAL_TABLES
 _KEYS: dict[str, tuple[str, ...]] = {name: INTERVAL_KEYS[spec.name] for name, spec in TABLES.items()}
 # route_changes rows that can change a topic's route answer (the live table changes every heartbeat
 # and never does; cluster membership is not part of a route).
