@@ -98,6 +98,12 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
             while True:
                 nl = chunk.find(b"\n", start)
                 piece = chunk[start:] if nl < 0 else chunk[start:nl]
+                if nl >= 0 and not buf and not overflow and len(piece) <= max_line_bytes:
+                    # the usual case: a whole line inside this chunk, taken without copying it again
+                    line_no += 1
+                    yield _make_line(line_no, piece, len(piece), None)
+                    start = nl + 1
+                    continue
                 if overflow:
                     overflow += len(piece)
                 else:

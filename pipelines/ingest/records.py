@@ -161,10 +161,12 @@ def _b64(text: str, what: str) -> bytes:
 
 @dataclass(frozen=True)
 class _KnownBody:
-    """A body value met before, with its canonical JSON (never mutated: shared between lines)."""
+    """A body value met before, with its canonical JSON (never mutated: shared between lines) and
+    the body ids computed from it so far, per encoding (hashing a 40 KB body per line is not free)."""
 
     value: object
     canonical: bytes
+    ids: dict[str, str] = field(default_factory=dict)
 
 
 class LineParser:
@@ -238,6 +240,16 @@ class LineParser:
         if known is not None and known.value is body:
             return known.canonical
         return _canonical(body)
+
+    def _body_digest(self, body: object, purpose: str, parts: Callable[[bytes], tuple[bytes, ...]]) -> str:
+        """``_digest(*parts(canonical JSON of body))``, computed once per known body and purpose."""
+        known = self._known
+        if known is None or known.value is not body:
+            return _digest(*parts(_canonical(body)))
+        digest = known.ids.get(purpose)
+        if digest is None:
+            digest = known.ids[purpose] = _digest(*parts(known.canonical))
+        return digest
 
     # -- entry point -------------------------------------------------------------------------------
 
@@ -314,7 +326,7 @@ class LineParser:
         body = _optional(obj, "body", _is_obj, "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")
         if body is not None:
-            identity["body"] = _digest(self._canonical_body(body))
+            identity["body"] = self._body_digest(body, "identity", lambda canonical: (canonical,))
         if code == REGISTER_BROKER:
             return self._register_body(event, ext, body, body_b64)
         self._small_body(event, code, body, body_b64)
@@ -388,7 +400,7 @@ class LineParser:
             return None
         encoding = "legacy_wrapper" if version < 37 else "json"
         canonical = self._canonical_body(body)
-        body_id = _digest(b"json", encoding.encode(), canonical)
+        body_id = self._body_digest(body, encoding, lambda c: (b"json", encoding.encode(), c))
         return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_json_register_body(body, version=version), len(canonical)))
 
     def _remember(self, event: dict[str, Any], body_id: str, decode: Callable[[], DecodedBody]) -> DecodedBody | None:

@@ -4,6 +4,8 @@ import gzip
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.ingest.capture_reader import CaptureLine, read_capture_file, read_capture_stream
 
@@ -74,3 +76,44 @@ def test_lines_do_not_depend_on_chunk_boundaries(monkeypatch, chunk: int) -> Non
 def test_lines_under_the_limit_are_kept_whole_whatever_keep_bytes_is() -> None:
     got = lines(b"y" * 90 + b"\n", max_line_bytes=100, keep_bytes=10)
     assert got == [CaptureLine(1, "y" * 90, 90)]
+
+
+def _expected(data: bytes, max_line_bytes: int, keep_bytes: int) -> list[CaptureLine]:
+    """The contract written out plainly: split at \\n, drop one trailing \\r, cut long lines."""
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    out = []
+    for no, raw in enumerate(parts, 1):
+        if len(raw) > max_line_bytes:
+            kept = raw[:keep_bytes]
+            out.append(CaptureLine(no, kept.decode("utf-8", "replace"), len(raw), kept, "line_too_long"))
+            continue
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            out.append(CaptureLine(no, raw.decode("utf-8"), len(raw)))
+        except UnicodeDecodeError:
+            out.append(CaptureLine(no, raw.decode("utf-8", "replace"), len(raw), raw))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\xff", b"\xc3\xa9", b"x" * 9]), max_size=40).map(b"".join),
+    chunk=st.integers(min_value=1, max_value=64),
+    gz=st.booleans(),
+)
+def test_any_bytes_in_any_chunks_give_the_contracted_lines(monkeypatch_module, data: bytes, chunk: int, gz: bool) -> None:
+    import pipelines.ingest.capture_reader as reader
+
+    monkeypatch_module.setattr(reader, "CHUNK_BYTES", chunk)
+    got = lines(gzip.compress(data) if gz else data, max_line_bytes=20, keep_bytes=5)
+    if not gz and data[:2] == b"\x1f\x8b":
+        return  # plain bytes that start like gzip are read as gzip (the contract), not compared here
+    assert got == _expected(data, 20, 5)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
