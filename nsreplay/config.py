@@ -71,6 +71,7 @@ class ReplayConfig:
     default_tick_origin: str
     default_config: Mapping[str, Any]
     keyframe_every_ticks: int
+    write_threads: int
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[replay] default_tick_origin supports only \"first_record\"")
     if settings.replay.keyframe_every_ticks <= 0:
         raise ConfigError("[replay] keyframe_every_ticks must be positive")
+    if settings.replay.write_threads <= 0:
+        raise ConfigError("[replay] write_threads must be positive")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 

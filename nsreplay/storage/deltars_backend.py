@@ -39,6 +39,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import threading
 import time
 import urllib.parse
 import uuid
@@ -391,20 +392,30 @@ def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list
             os.rmdir(os.path.join(root, STAGING_DIR))
 
 
+_SESSION_CONF_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[None]:
-    """Set SQL confs for the duration of a write, restoring the previous values afterwards."""
-    previous: dict[str, str | None] = {}
-    for key, value in settings.items():
-        current = spark.conf.get(key, None)
-        if current != value:
-            previous[key] = current
-            spark.conf.set(key, value)
-    try:
+    """Set SQL confs for the duration of a write, restoring the previous values afterwards.
+
+    SQL confs are shared by the session's threads, so writes that need some are serialized (a
+    process-wide lock); writes that need none do not wait."""
+    if not settings:
         yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
+        return
+    with _SESSION_CONF_LOCK:
+        previous: dict[str, str | None] = {}
+        for key, value in settings.items():
+            current = spark.conf.get(key, None)
+            if current != value:
+                previous[key] = current
                 spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import pickle
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -282,9 +283,8 @@ def replay_window(
         replaced = {"namesrv": sorted(origins)}
         by_name = {spec.name: spec for spec in REPLAY_TABLES}
         interval_names = {spec.name for spec in INTERVAL_TABLES.values()}
-        versions: dict[str, int] = {}
-        counts: dict[str, int] = {}
-        for name, (df, owned) in outputs.items():
+
+        def write(name: str, df: DataFrame, owned: str | None) -> tuple[str, int, int]:
             spec = by_name[name]
             frame = df.select(*spec.schema.fieldNames())
             if owned is not None:
@@ -293,10 +293,19 @@ def replay_window(
                 # open intervals in files of their own: the next window rewrites only those files
                 frame = frame.repartitionByRange(2 * len(replaced["namesrv"]), "namesrv", F.col("valid_to").isNull())
             frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-            counts[name] = frame.count()
-            warehouse.overwrite(spec, frame, commit, where=owned, partitions=replaced)
-            versions[name] = warehouse.version(spec)
-            frame.unpersist()
+            try:
+                rows = frame.count()
+                warehouse.overwrite(spec, frame, commit, where=owned, partitions=replaced)
+                return name, rows, warehouse.version(spec)
+            finally:
+                frame.unpersist()
+
+        # The tables are independent commits (nothing is published before the publish stage), so they
+        # are written a few at a time; the first failure fails the run once the others have stopped.
+        with ThreadPoolExecutor(max_workers=cfg.write_threads, thread_name_prefix="nsreplay-write") as pool:
+            written = list(pool.map(lambda item: write(item[0], *item[1]), outputs.items()))
+        counts = {name: rows for name, rows, _ in written}
+        versions = {name: version for name, _, version in written}
         coverage = {ns: (origins[ns], end_of_range[ns], next(e.profile for e in reversed(grid) if e.namesrv == ns)) for ns in origins}
         checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name]).where(F.expr(window.instant("ts"))).groupBy("match").count().collect()
         fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
