@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -75,11 +76,18 @@ def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterab
     gx = _gx()
     source = context.data_sources.add_or_update_spark(name="nsreplay")
     asset = source.add_dataframe_asset(name=suite_name)
-    batch = asset.add_batch_definition_whole_dataframe(f"{suite_name}:run").get_batch(batch_parameters={"dataframe": df})
-    suite = gx.ExpectationSuite(name=suite_name)
-    for expectation in expectations:
-        suite.add_expectation(expectation)
-    result = batch.validate(suite)
+    # Each expectation's metrics are separate Spark jobs: compute the frame once, not once per metric.
+    own_cache = not df.storageLevel.useMemory and not df.storageLevel.useDisk
+    cached = df.persist(StorageLevel.MEMORY_AND_DISK) if own_cache else df
+    try:
+        batch = asset.add_batch_definition_whole_dataframe(f"{suite_name}:run").get_batch(batch_parameters={"dataframe": cached})
+        suite = gx.ExpectationSuite(name=suite_name)
+        for expectation in expectations:
+            suite.add_expectation(expectation)
+        result = batch.validate(suite)
+    finally:
+        if own_cache:
+            cached.unpersist()
     rows = []
     for r in result.results:
         res = r.result or {}
