@@ -283,7 +283,7 @@ class IncrementalBench:
         )
 
 
-def _window_alone(spark, whole, alone, split_ts: int) -> tuple[int, int]:
+def _window_alone(whole, alone, split_ts: int) -> tuple[int, int]:
     """Give warehouse ``alone`` the silver rows of ``whole`` that a standalone run of the window after
     ``split_ts`` would have ingested: the records with ``ts > split_ts`` and the register bodies they
     reference. The counts of records at or before the split and after it."""
@@ -329,7 +329,7 @@ def bench_incremental(captures: str, *, split_ts: int | None = None, master: str
         lo, hi = whole.read(EVENTS).agg(F.min("ts"), F.max("ts")).first()
         split = split_ts if split_ts is not None else (lo + hi) // 2
         alone = Warehouse(os.path.join(scratch, "standalone"), spark, "delta-rs")
-        n_before, n_window = _window_alone(spark, whole, alone, split)
+        n_before, n_window = _window_alone(whole, alone, split)
         run_replay(spark, whole, settings, new_run_id("bench-before"), window_to=split)  # the history so far (untimed)
         spark.range(1000).selectExpr("sum(id)").collect()
         # Alternate the two sides and keep each side's best time: the machine is shared and noisy.

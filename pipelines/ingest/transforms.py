@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.ingest.capture_files import open_capture
-from pipelines.ingest.capture_reader import CaptureLine, read_capture_file
+from pipelines.ingest.capture_reader import read_capture_file
 from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits
 from pipelines.quality.rules import RowRule, first_broken_rule, register_body_problem
 from schemas.bronze import CAPTURE_LINE
@@ -56,31 +56,6 @@ def _batches(rows: Iterator[dict[str, Any]], schema: pa.Schema, size_of: Callabl
 # ------------------------------------------------------------------------------------------ reading
 
 
-def _line_batches(path: str, lines: Iterator[CaptureLine], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The lines of one file as CAPTURE_LINE record batches (built column by column: a batch holds
-    tens of MB of line text, and per-row dicts would cost a second pass over it)."""
-    columns: tuple[list[Any], ...] = ([], [], [], [], [])
-    pending_bytes = 0
-
-    def flush() -> pa.RecordBatch:
-        line_no, text, line_bytes, raw_bytes, read_error = columns
-        arrays = [pa.array([path] * len(line_no), pa.string()), pa.array(line_no, pa.int64()), pa.array(text, pa.string()),
-                  pa.array(line_bytes, pa.int64()), pa.array(raw_bytes, pa.binary()), pa.array(read_error, pa.string())]
-        for column in columns:
-            column.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    for line in lines:
-        for column, value in zip(columns, (line.line_no, line.text, line.line_bytes, line.raw_bytes, line.read_error)):
-            column.append(value)
-        pending_bytes += len(line.text)
-        if len(columns[0]) >= BATCH_ROWS or pending_bytes >= BATCH_BYTES:
-            yield flush()
-            pending_bytes = 0
-    if columns[0]:
-        yield flush()
-
-
 def read_capture_lines(spark: SparkSession, paths: list[str], options: ReadOptions) -> DataFrame:
     """Every line of the given capture files (schema ``schemas.bronze.CAPTURE_LINE``), one task per file."""
     arrow_schema = to_arrow_schema(CAPTURE_LINE)
@@ -89,7 +64,18 @@ def read_capture_lines(spark: SparkSession, paths: list[str], options: ReadOptio
         for batch in batches:
             for path in batch.column(0).to_pylist():
                 lines = read_capture_file(path, open_capture, max_line_bytes=options.max_line_bytes, keep_bytes=options.keep_bytes)
-                yield from _line_batches(path, lines, arrow_schema)
+                rows = (
+                    {
+                        "source_file": path,
+                        "line_no": line.line_no,
+                        "line": line.text,
+                        "line_bytes": line.line_bytes,
+                        "raw_bytes": line.raw_bytes,
+                        "read_error": line.read_error,
+                    }
+                    for line in lines
+                )
+                yield from _batches(rows, arrow_schema, lambda r: len(r["line"]))
 
     files = spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths)))
     return spark.createDataFrame(files, "source_file string").mapInArrow(read_files, CAPTURE_LINE)
