@@ -11,7 +11,9 @@ latest publish row (never a half-written run), plus convenience views:
 * ``route_changes``  – the change log;
 * ``scan_ticks``, ``namesrv_epochs``, ``route_fidelity``, ``publish_log``;
 * ``topic_queue``, ``broker_addr``, ``cluster_addr``, ``broker_live``, ``filter_server``,
-  ``order_topic`` – the interval tables.
+  ``order_topic`` – the interval tables;
+* ``capture_lines`` – every ingested capture line exactly as read (bronze keeps a repeated body
+  text once; this view puts it back).
 
 The state at instant ``t`` (epoch ms) is every interval row with
 ``valid_from <= t AND (valid_to IS NULL OR t < valid_to)``; the SQL function ``alive(valid_from,
@@ -28,6 +30,8 @@ from pyspark.sql import SparkSession
 
 from nsreplay.history import PublishedHistory
 from nsreplay.storage import Warehouse
+from pipelines.ingest.transforms import whole_lines
+from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,
     BROKER_LIVE_INTERVALS,
@@ -68,6 +72,9 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
         warehouse.read(spec, version=version).createOrReplaceTempView(view)
         registered[view] = f"{spec.name}@{version}"
     warehouse.read(PUBLISH_LOG).createOrReplaceTempView("publish_log")
+    if warehouse.exists(CAPTURES_RAW) and warehouse.exists(CAPTURE_BODIES):
+        whole_lines(warehouse.read(CAPTURES_RAW), warehouse.read(CAPTURE_BODIES)).createOrReplaceTempView("capture_lines")
+        registered["capture_lines"] = "view over bronze.captures_raw and bronze.capture_bodies"
     spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION alive(valid_from BIGINT, valid_to BIGINT, t BIGINT) RETURNS BOOLEAN "
               "RETURN valid_from <= t AND (valid_to IS NULL OR t < valid_to)")
     spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION ms(iso STRING) RETURNS BIGINT RETURN unix_millis(to_timestamp(iso))")

@@ -1,12 +1,19 @@
-"""Bronze: capture files exactly as read. Append-only; nothing here is interpreted."""
+"""Bronze: capture files exactly as read. Append-only; nothing here is interpreted.
+
+Each line is kept exactly, with a repeated register body stored once (see
+``pipelines.ingest.bronze_form``): ``line`` is either the whole line (``body_ref`` null) or the line
+without its ``body`` member, whose text is ``bronze.capture_bodies.body_text`` for that ``body_ref``.
+The SQL view ``capture_lines`` (``nsreplay.sql``) gives every line whole.
+"""
 
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from nsreplay.storage import TableSpec
 
-# One row per line read. `line` is the line decoded as UTF-8 (invalid bytes replaced); `raw_bytes`
-# keeps the exact bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
-# `read_error` marks lines the reader could not take whole: line_too_long, truncated_gzip.
+# One row per line read. `line` is the line decoded as UTF-8 (invalid bytes replaced), or its split
+# form when `body_ref` is set; `raw_bytes` keeps the exact bytes whenever the text alone would lose
+# something (invalid UTF-8, a cut line). `read_error` marks lines the reader could not take whole:
+# line_too_long, truncated_gzip, corrupt_gzip, unreadable_file. `line_bytes` is the whole line's length.
 CAPTURE_LINE = StructType(
     [
         StructField("source_file", StringType(), False),
@@ -15,6 +22,7 @@ CAPTURE_LINE = StructType(
         StructField("line_bytes", LongType(), False),
         StructField("raw_bytes", BinaryType(), True),
         StructField("read_error", StringType(), True),
+        StructField("body_ref", StringType(), True),
     ]
 )
 
@@ -27,6 +35,20 @@ CAPTURES_RAW = TableSpec(
     ),
     partition_by=("ingest_date",),
     description="Every capture line as read, with its file, line number and ingest run.",
+)
+
+# One row per distinct body text that split lines refer to (written by the run that first met it).
+CAPTURE_BODIES = TableSpec(
+    name="bronze.capture_bodies",
+    schema=StructType(
+        [
+            StructField("body_ref", StringType(), False),
+            StructField("body_text", StringType(), False),
+            StructField("body_text_bytes", LongType(), False),
+            StructField("first_run_id", StringType(), False),
+        ]
+    ),
+    description="Each distinct body text of the split capture lines, stored once by content id.",
 )
 
 # One row per capture file an ingest run looked at. A file already ingested with the same size and

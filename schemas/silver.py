@@ -168,3 +168,16 @@ PARSED_LINE = StructType(
         StructField("new_body", BODY, True),
     ]
 )
+
+# The ingest's one pass over the capture files (not a table): every PARSED_LINE column plus the
+# line's bronze form (bronze.captures_raw: `line`, `read_error`, `body_ref`; `raw_bytes` and
+# `line_bytes` are shared) and, the first time a task splits a line on a body, that body's text.
+READ_LINE = StructType(
+    list(PARSED_LINE.fields)
+    + [
+        StructField("line", _str, False),
+        StructField("read_error", _str, True),
+        StructField("body_ref", _str, True),
+        StructField("body_text", _str, True),
+    ]
+)

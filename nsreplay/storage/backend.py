@@ -101,6 +101,10 @@ class Backend(abc.ABC):
         """The existing table's schema and partition columns."""
 
     @abc.abstractmethod
+    def add_columns(self, location: TableLocation, fields: list["T.StructField"]) -> None:
+        """Add nullable top-level columns to the existing table (one schema-change commit)."""
+
+    @abc.abstractmethod
     def version(self, location: TableLocation) -> int:
         """The latest version of the existing table."""
 

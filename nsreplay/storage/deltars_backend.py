@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.exceptions import TableNotFoundError as _DeltaTableNotFound
 from deltalake.transaction import AddAction, RemoveAction
@@ -109,6 +109,10 @@ class DeltaRsBackend(Backend):
         table = self._open(location)
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         return schema, tuple(table.metadata().partition_columns)
+
+    def add_columns(self, location: TableLocation, fields: list[T.StructField]) -> None:
+        added = Schema.from_arrow(to_arrow_schema(T.StructType(fields)))
+        self._open(location).alter.add_columns(list(added.fields))
 
     def version(self, location: TableLocation) -> int:
         return self._open(location).version()

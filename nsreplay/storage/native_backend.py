@@ -115,6 +115,10 @@ class NativeDeltaBackend(Backend):
         partition_columns = table.detail().select("partitionColumns").first()[0] or []
         return table.toDF().schema, tuple(partition_columns)
 
+    def add_columns(self, location: TableLocation, fields: list[T.StructField]) -> None:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in fields)
+        self._spark.sql(f"ALTER TABLE delta.`{location.spark_uri}` ADD COLUMNS ({columns})")
+
     def version(self, location: TableLocation) -> int:
         return int(self._for_path(location).history(1).select("version").first()[0])
 

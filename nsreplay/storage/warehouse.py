@@ -118,13 +118,26 @@ class Warehouse:
         Creates the empty table (protocol 1/2, the spec's schema, partition columns and description) if
         absent; idempotent. If it exists, its schema must equal the spec — column names and types at every
         depth (top-level order aside), nullability where the backend reports it exactly (delta-rs), and the
-        partition columns — else :class:`SchemaMismatchError` listing every difference.
+        partition columns — else :class:`SchemaMismatchError` listing every difference. The one change
+        made in place is the additive one: nullable top-level columns the spec has and the table lacks
+        are added (one schema commit; older rows read them as null).
         """
         location = self._location(_check_spec(spec))
         if not self._backend.exists(location):
             self._backend.create(spec, location)
             log.info("created table %s at %s (%s)", spec.name, location.uri, self.backend_name)
         schema, partition_columns = self._backend.table_schema(location)
+        missing = [f for f in spec.schema.fields if f.name not in set(schema.fieldNames())]
+        nullability = self._backend.exact_nullability
+        if (
+            missing
+            and all(f.nullable for f in missing)
+            and tuple(partition_columns) == spec.partition_by
+            and not schema_differences(spec.schema, T.StructType(schema.fields + missing), nullability=nullability)
+        ):
+            self._backend.add_columns(location, missing)
+            log.info("added columns %s to table %s", ", ".join(f.name for f in missing), spec.name)
+            schema, partition_columns = self._backend.table_schema(location)
         differences = schema_differences(spec.schema, schema, nullability=self._backend.exact_nullability)
         if tuple(partition_columns) != spec.partition_by:
             differences.append(f"partitioned by {list(partition_columns)}, the spec says {list(spec.partition_by)}")

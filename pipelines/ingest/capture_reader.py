@@ -12,6 +12,10 @@ Contract:
   none, as one final line) and ``unreadable_file`` (the file could not be opened or read at all).
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
+
+:func:`read_capture_raw` yields the same lines undecoded (:class:`RawLine`), for a caller that looks
+at the bytes first (the ingest compares repeated register bodies byte for byte); :func:`decoded`
+turns a raw line into its :class:`CaptureLine`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,32 @@ class CaptureLine:
     line_bytes: int
     raw_bytes: bytes | None = None
     read_error: str | None = None
+
+
+@dataclass(frozen=True)
+class RawLine:
+    """One line as bytes: without its ``\\n`` and (unless cut for ``line_too_long``) a trailing ``\\r``;
+    only the first ``keep_bytes`` of a line that was too long."""
+
+    line_no: int
+    data: bytes
+    line_bytes: int
+    read_error: str | None = None
+
+
+def decoded(line: RawLine) -> CaptureLine:
+    """The :class:`CaptureLine` of a raw line (exact bytes kept when the text would lose them)."""
+    if line.read_error == "line_too_long":
+        return CaptureLine(line.line_no, line.data.decode("utf-8", "replace"), line.line_bytes, line.data, line.read_error)
+    if line.read_error == "unreadable_file":  # the data is the error's text, not the file's bytes
+        return CaptureLine(line.line_no, line.data.decode("utf-8", "replace"), line.line_bytes, None, line.read_error)
+    try:
+        text = line.data.decode("utf-8")
+        exact = line.read_error is None
+    except UnicodeDecodeError:
+        text = line.data.decode("utf-8", errors="replace")
+        exact = False
+    return CaptureLine(line.line_no, text, line.line_bytes, None if exact else line.data, line.read_error)
 
 
 class _Truncated(Exception):
@@ -73,22 +103,15 @@ def _raw_chunks(stream: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def _make_line(line_no: int, raw: bytes, full_len: int, read_error: str | None) -> CaptureLine:
-    """A line of at most max_line_bytes, kept whole (exact bytes too when the text would lose them)."""
+def _make_line(line_no: int, raw: bytes, full_len: int, read_error: str | None) -> RawLine:
+    """A line of at most max_line_bytes, kept whole (its trailing ``\\r`` dropped)."""
     if raw.endswith(b"\r"):
-        raw = raw[:-1]
-        full_len -= 1
-    try:
-        text = raw.decode("utf-8")
-        exact = read_error is None
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", errors="replace")
-        exact = False
-    return CaptureLine(line_no, text, full_len, None if exact else raw, read_error)
+        return RawLine(line_no, raw[:-1], full_len - 1, read_error)
+    return RawLine(line_no, raw, full_len, read_error)
 
 
-def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:
-    """Split a stream of decoded bytes into numbered lines (see module contract)."""
+def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
+    """Split a stream of decompressed bytes into numbered raw lines (see module contract)."""
     line_no = 0
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
@@ -115,7 +138,7 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                     break
                 line_no += 1
                 if overflow:
-                    yield CaptureLine(line_no, bytes(buf).decode("utf-8", "replace"), len(buf) + overflow, bytes(buf), "line_too_long")
+                    yield RawLine(line_no, bytes(buf), len(buf) + overflow, "line_too_long")
                 else:
                     yield _make_line(line_no, bytes(buf), len(buf), None)
                 buf.clear()
@@ -128,13 +151,18 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     if buf or overflow:
         line_no += 1
         if overflow:
-            yield CaptureLine(line_no, bytes(buf).decode("utf-8", "replace"), len(buf) + overflow, bytes(buf), "line_too_long")
+            yield RawLine(line_no, bytes(buf), len(buf) + overflow, "line_too_long")
         else:
             yield _make_line(line_no, bytes(buf), len(buf), None)
 
 
 def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:
     """Lines of one capture file given as an open binary stream (gzip detected by magic bytes)."""
+    return map(decoded, read_raw_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes))
+
+
+def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
+    """:func:`read_capture_stream`, undecoded."""
     chunks = _raw_chunks(stream)
     first = b""
     while len(first) < len(GZIP_MAGIC):  # enough bytes to recognise gzip, whatever the chunk size
@@ -163,11 +191,22 @@ def read_capture_file(
     keep_bytes: int,
 ) -> Iterator[CaptureLine]:
     """Lines of the capture file at ``path``; an I/O failure becomes an ``unreadable_file`` line."""
+    return map(decoded, read_capture_raw(path, opener, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes))
+
+
+def read_capture_raw(
+    path: str,
+    opener: Callable[[str], BinaryIO],
+    *,
+    max_line_bytes: int,
+    keep_bytes: int,
+) -> Iterator[RawLine]:
+    """:func:`read_capture_file`, undecoded; the ``unreadable_file`` line's data is the error text."""
     produced = 0
     try:
         with opener(path) as stream:
-            for line in read_capture_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes):
+            for line in read_raw_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes):
                 produced = line.line_no
                 yield line
     except OSError as exc:
-        yield CaptureLine(produced + 1, f"{type(exc).__name__}: {exc}", 0, None, "unreadable_file")
+        yield RawLine(produced + 1, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"), 0, "unreadable_file")

@@ -37,6 +37,7 @@ from nsreplay.protocol.register_body import (
     decode_json_register_body,
     decode_register_body,
 )
+from pipelines.ingest.bronze_form import STORED_BODY_MIN_BYTES, body_ref, split_body
 
 KINDS = ("request", "response", "channel", "namesrv_start")
 REGISTER_BROKER = 103
@@ -161,12 +162,36 @@ def _b64(text: str, what: str) -> bytes:
 
 @dataclass(frozen=True)
 class _KnownBody:
-    """A body value met before, with its canonical JSON (never mutated: shared between lines) and
-    the body ids computed from it so far, per encoding (hashing a 40 KB body per line is not free)."""
+    """A body met before: its text exactly as in the line, its value (never mutated: shared between
+    lines), its canonical JSON and the ids computed from it so far (hashing 40 KB per line is not free)."""
 
+    text: bytes
     value: object
     canonical: bytes
     ids: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        """The id bronze stores the text under (:func:`pipelines.ingest.bronze_form.body_ref`)."""
+        ref = self.ids.get("text")
+        if ref is None:
+            ref = self.ids["text"] = body_ref(self.text)
+        return ref
+
+
+@dataclass(frozen=True)
+class ParsedLine:
+    """The verdict on a line given as bytes, and the body text bronze may store apart from it:
+    ``stored`` is set when the line is ``line[:prefix_bytes] + ',"body":' + stored.text + '}'``."""
+
+    verdict: Accepted | Rejected
+    stored: _KnownBody | None = None
+    prefix_bytes: int = 0
+
+
+def _fingerprint(text: bytes) -> tuple[int, bytes, bytes]:
+    """A cheap key for a body text; equal texts have equal keys (candidates are then compared whole)."""
+    return len(text), text[:96], text[-96:]
 
 
 class LineParser:
@@ -176,7 +201,8 @@ class LineParser:
         self._limits = limits
         self._body_rule = body_rule
         self._bodies: dict[str, DecodedBody | _Reject] = {}
-        self._body_texts: dict[str, _KnownBody] = {}
+        self._body_texts: dict[tuple[int, bytes, bytes], list[_KnownBody]] = {}
+        self._known_count = 0
         self._known: _KnownBody | None = None
 
     # -- the repeated-body fast path ---------------------------------------------------------------
@@ -187,52 +213,52 @@ class LineParser:
     # comma is unescaped, so ',"body":' cannot lie inside a string of a valid line; if PREFIX + '}'
     # is a valid object, the comma is at the top level, the line is that object plus a last member
     # "body" whose value is the known TAIL (a later duplicate key wins, as in a full parse), and any
-    # line this does not fit is parsed in full.
+    # line this does not fit is parsed in full. Only bodies of STORED_BODY_MIN_BYTES or more are
+    # remembered: those are the ones worth it, and the ones bronze stores apart (bronze_form).
 
-    _BODY_MARK = ',"body":'
     _MAX_KNOWN_BODIES = 4096
 
-    def _split_body(self, text: str) -> tuple[str, str] | None:
-        at = text.rfind(self._BODY_MARK)
-        if at <= 0 or not text.endswith("}"):
-            return None
-        return text[:at], text[at + len(self._BODY_MARK) : -1]
+    def _find_body(self, tail: bytes) -> _KnownBody | None:
+        for known in self._body_texts.get(_fingerprint(tail), ()):
+            if known.text == tail:
+                return known
+        return None
 
-    def _known_body_line(self, text: str) -> dict[str, Any] | None:
-        parts = self._split_body(text)
-        if parts is None:
+    def _known_body_line(self, data: bytes) -> tuple[dict[str, Any], _KnownBody, int] | None:
+        parts = split_body(data)
+        if parts is None or len(parts[1]) < STORED_BODY_MIN_BYTES:
             return None
-        known = self._body_texts.get(parts[1])
+        known = self._find_body(parts[1])
         if known is None:
             return None
         try:
-            obj = orjson.loads(parts[0] + "}")
+            obj = orjson.loads(parts[0] + b"}")  # orjson checks the bytes are UTF-8
         except orjson.JSONDecodeError:
             return None
         if not isinstance(obj, dict):
             return None
         obj["body"] = known.value
-        self._known = known
-        return obj
+        return obj, known, len(parts[0])
 
-    def _learn_body_text(self, text: str, obj: dict[str, Any]) -> None:
-        self._known = None
+    def _learn_body_text(self, data: bytes, obj: dict[str, Any]) -> tuple[_KnownBody, int] | None:
         if not isinstance(obj.get("body"), dict):
-            return
-        parts = self._split_body(text)
-        if parts is None:
-            return
+            return None
+        parts = split_body(data)
+        if parts is None or len(parts[1]) < STORED_BODY_MIN_BYTES:
+            return None
         try:
             value = orjson.loads(parts[1])
         except orjson.JSONDecodeError:
-            return
+            return None
         if value != obj["body"]:
-            return
-        if len(self._body_texts) >= self._MAX_KNOWN_BODIES:
+            return None
+        if self._known_count >= self._MAX_KNOWN_BODIES:
             self._body_texts.clear()
-        known = _KnownBody(obj["body"], _canonical(obj["body"]))
-        self._body_texts[parts[1]] = known
-        self._known = known
+            self._known_count = 0
+        known = _KnownBody(parts[1], obj["body"], _canonical(obj["body"]))
+        self._body_texts.setdefault(_fingerprint(parts[1]), []).append(known)
+        self._known_count += 1
+        return known, len(parts[0])
 
     def _canonical_body(self, body: object) -> bytes:
         """Canonical JSON of the line's body object, from the fast-path cache when it is that body."""
@@ -251,23 +277,41 @@ class LineParser:
             digest = known.ids[purpose] = _digest(*parts(known.canonical))
         return digest
 
-    # -- entry point -------------------------------------------------------------------------------
+    # -- entry points ------------------------------------------------------------------------------
 
     def parse(self, text: str, *, exact: bool = True) -> Accepted | Rejected:
         """Parse one line. ``exact`` is False when the line's bytes were not valid UTF-8."""
         if not exact:
             return Rejected("invalid_utf8", "the line is not valid UTF-8")
+        return self.parse_bytes(text.encode("utf-8", "surrogatepass")).verdict
+
+    def parse_bytes(self, data: bytes) -> ParsedLine:
+        """Parse one whole line given as its exact bytes (without the newline)."""
+        self._known = None
+        fast = self._known_body_line(data)
+        if fast is not None:
+            obj, known, prefix_bytes = fast
+            self._known = known
+            return ParsedLine(self._verdict(obj), known, prefix_bytes)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return ParsedLine(Rejected("invalid_utf8", "the line is not valid UTF-8"))
         if not text.strip():
-            return Rejected("empty_line", "the line is empty")
-        obj = self._known_body_line(text)
-        if obj is None:
-            try:
-                obj = orjson.loads(text)
-            except orjson.JSONDecodeError as exc:
-                return Rejected("invalid_json", f"not valid JSON: {str(exc)[:200]}")
-            if not isinstance(obj, dict):
-                return Rejected("not_an_object", f"a JSON {type(obj).__name__}, not an object")
-            self._learn_body_text(text, obj)
+            return ParsedLine(Rejected("empty_line", "the line is empty"))
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            return ParsedLine(Rejected("invalid_json", f"not valid JSON: {str(exc)[:200]}"))
+        if not isinstance(obj, dict):
+            return ParsedLine(Rejected("not_an_object", f"a JSON {type(obj).__name__}, not an object"))
+        learned = self._learn_body_text(data, obj)
+        if learned is None:
+            return ParsedLine(self._verdict(obj))
+        self._known = learned[0]
+        return ParsedLine(self._verdict(obj), *learned)
+
+    def _verdict(self, obj: dict[str, Any]) -> Accepted | Rejected:
         namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
         ts = obj.get("ts") if _is_int(obj.get("ts")) else None
         try:

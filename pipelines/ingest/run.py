@@ -2,12 +2,14 @@
 
 Order of writes (each through the storage module, each an idempotent commit keyed by the run id):
 
-1. ``bronze.captures_raw`` — every line of every new file, as read.
-2. The lines are parsed from bronze; row-level failures become quarantine rows.
-3. Great Expectations validates what silver would receive. On failure nothing is written to silver
+1. Each new file is read and parsed in one pass (one task per file); row-level failures become
+   quarantine rows. ``bronze.captures_raw`` gets every line as read, in bronze's form
+   (``pipelines.ingest.bronze_form``), and ``bronze.capture_bodies`` the body texts it refers to
+   that it did not hold yet. Nothing else passes the line text again.
+2. Great Expectations validates what silver would receive. On failure nothing is written to silver
    except the quality results and the run row (status ``failed_quality``), and
    :class:`IngestQualityError` is raised with a readable report.
-4. ``silver.events`` (new records only), ``silver.topic_configs`` (new bodies only),
+3. ``silver.events`` (new records only), ``silver.topic_configs`` (new bodies only),
    ``silver.quarantine``, then ``bronze.ingest_files`` (which marks the files as ingested) and the
    ``silver.ingest_runs`` row with reconciled counts.
 
@@ -35,17 +37,18 @@ from pipelines.ingest.transforms import (
     ParseOptions,
     ReadOptions,
     accepted_events,
+    bronze_lines,
     new_bodies,
+    new_body_texts,
     new_events,
-    parse_capture_lines,
     quarantined_rows,
-    read_capture_lines,
+    read_capture_records,
 )
 from pipelines.quality.rules import event_rules
 from pipelines.quality.suites import QualityReport, RunMetrics, validate_ingest
 from schemas import ALL_TABLES
-from schemas.bronze import CAPTURES_RAW, INGEST_FILES
-from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, TOPIC_CONFIGS
+from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW, INGEST_FILES
+from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, READ_LINE, TOPIC_CONFIGS
 
 JOB = "ingest"
 
@@ -149,13 +152,6 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     ingest_date = _utc_date(started)
     ingest = settings.ingest
     clock = _Stopwatch()
-    if to_read:
-        lines = read_capture_lines(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes))
-        lines = lines.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date))
-        warehouse.append(CAPTURES_RAW, lines, commit)
-    clock.lap("read files into bronze")
-    bronze = warehouse.read(CAPTURES_RAW).where((F.col("ingest_date") == ingest_date) & (F.col("run_id") == run_id))
-
     rules = event_rules(min_ts=settings.quality.min_ts, max_ts=settings.quality.max_ts)
     options = ParseOptions(
         limits=ParserLimits(ingest.known_codes, frozenset(ingest.channel_events)),
@@ -164,7 +160,11 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         max_perm=settings.quality.max_perm,
         keep_bytes=ingest.quarantine_keep_bytes,
     )
-    parsed = parse_capture_lines(bronze, options).persist(StorageLevel.MEMORY_AND_DISK)
+    if to_read:
+        read = read_capture_records(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
+    else:
+        read = spark.createDataFrame([], READ_LINE)
+    parsed = read.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         by_status: dict[str, int] = {}
         by_reason: dict[str, int] = {}
@@ -174,11 +174,16 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
             if r.reason:
                 by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
+        clock.lap("read and parse files")
+        if to_read:
+            warehouse.append(CAPTURES_RAW, bronze_lines(parsed), commit)
+            warehouse.append(CAPTURE_BODIES, new_body_texts(parsed, warehouse.read(CAPTURE_BODIES).select("body_ref"), run_id), commit)
+        clock.lap("write bronze")
         events_all = accepted_events(parsed)
         events = new_events(events_all, _existing_record_ids(warehouse, events_all)).persist(StorageLevel.MEMORY_AND_DISK)
         bodies = new_bodies(parsed, warehouse.read(TOPIC_CONFIGS).select("body_id"), run_id).persist(StorageLevel.MEMORY_AND_DISK)
         n_events, n_bodies = events.count(), bodies.count()
-        clock.lap("parse, dedup, bodies")
+        clock.lap("dedup, bodies")
         window = events.agg(F.min("ts"), F.max("ts")).first() if n_events else (None, None)
         lines_read = sum(by_status.values())
         accepted_total = by_status.get("accepted", 0)

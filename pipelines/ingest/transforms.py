@@ -1,5 +1,5 @@
-"""Spark adapters of the ingest: thin ``mapInArrow`` shells around the pure reader and parser, and
-DataFrame → DataFrame steps (split, deduplicate). No I/O here beyond what a task reads from the
+"""Spark adapters of the ingest: a thin ``mapInArrow`` shell around the pure reader and parser (one
+pass over each file), and DataFrame → DataFrame steps (split, deduplicate). No I/O here beyond what a task reads from the
 capture files it is given; no ``collect()`` of event data.
 """
 
@@ -13,12 +13,13 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from nsreplay.storage.arrow_types import to_arrow_schema
+from pipelines.ingest.bronze_form import split_line
 from pipelines.ingest.capture_files import open_capture
-from pipelines.ingest.capture_reader import read_capture_file
-from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits
+from pipelines.ingest.capture_reader import RawLine, decoded, read_capture_raw
+from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits, Rejected
 from pipelines.quality.rules import RowRule, first_broken_rule, register_body_problem
-from schemas.bronze import CAPTURE_LINE
-from schemas.silver import BODY, EVENT, EVENTS, PARSED_LINE, QUARANTINE, TOPIC_CONFIGS
+from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW
+from schemas.silver import BODY, EVENT, EVENTS, QUARANTINE, READ_LINE, TOPIC_CONFIGS
 
 BATCH_ROWS = 2048
 BATCH_BYTES = 32 * 1024 * 1024
@@ -56,34 +57,6 @@ def _batches(rows: Iterator[dict[str, Any]], schema: pa.Schema, size_of: Callabl
 # ------------------------------------------------------------------------------------------ reading
 
 
-def read_capture_lines(spark: SparkSession, paths: list[str], options: ReadOptions) -> DataFrame:
-    """Every line of the given capture files (schema ``schemas.bronze.CAPTURE_LINE``), one task per file."""
-    arrow_schema = to_arrow_schema(CAPTURE_LINE)
-
-    def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for path in batch.column(0).to_pylist():
-                lines = read_capture_file(path, open_capture, max_line_bytes=options.max_line_bytes, keep_bytes=options.keep_bytes)
-                rows = (
-                    {
-                        "source_file": path,
-                        "line_no": line.line_no,
-                        "line": line.text,
-                        "line_bytes": line.line_bytes,
-                        "raw_bytes": line.raw_bytes,
-                        "read_error": line.read_error,
-                    }
-                    for line in lines
-                )
-                yield from _batches(rows, arrow_schema, lambda r: len(r["line"]))
-
-    files = spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths)))
-    return spark.createDataFrame(files, "source_file string").mapInArrow(read_files, CAPTURE_LINE)
-
-
-# ------------------------------------------------------------------------------------------ parsing
-
-
 def _body_row(decoded: DecodedBody) -> dict[str, Any]:
     body = decoded.body
     dv = body.data_version
@@ -113,11 +86,27 @@ def _body_row(decoded: DecodedBody) -> dict[str, Any]:
     }
 
 
-def parse_line_row(parser: LineParser, line: dict[str, Any], options: ParseOptions) -> dict[str, Any]:
-    """The PARSED_LINE row for one bronze line (pure; used by the Spark adapter and by tests)."""
-    row: dict[str, Any] = {"source_file": line["source_file"], "line_no": line["line_no"], "run_id": line.get("run_id"), "line_bytes": line["line_bytes"]}
-    read_error = line.get("read_error")
-    verdict = None if read_error else parser.parse(line["line"], exact=line.get("raw_bytes") is None)
+def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: ParseOptions, stored: set[str]) -> dict[str, Any]:
+    """The READ_LINE row of one raw line: its bronze form and its parse (pure; used by the Spark
+    adapter and by tests). ``stored`` holds the body refs whose text this task has emitted already;
+    the first line split on a body carries its text (``body_text``) and adds its ref."""
+    row: dict[str, Any] = {"source_file": source_file, "line_no": line.line_no, "line_bytes": line.line_bytes, "read_error": line.read_error}
+    verdict: Accepted | Rejected | None = None
+    text: str | None = None
+    if line.read_error is None:
+        parsed = parser.parse_bytes(line.data)
+        verdict = parsed.verdict
+        if parsed.stored is not None:
+            ref = parsed.stored.ref
+            row["line"] = split_line(line.data[: parsed.prefix_bytes].decode("utf-8"))
+            row["body_ref"] = ref
+            if ref not in stored:
+                row["body_text"] = parsed.stored.text.decode("utf-8")
+                stored.add(ref)
+    if "line" not in row:
+        captured = decoded(line)
+        text = row["line"] = captured.text
+        row["raw_bytes"] = captured.raw_bytes
     if isinstance(verdict, Accepted):
         row.update(verdict.event)
         if verdict.new_body is not None:
@@ -129,40 +118,34 @@ def parse_line_row(parser: LineParser, line: dict[str, Any], options: ParseOptio
         reason, detail = f"quality:{broken}", f"breaks the data-quality rule {broken}"
         namesrv, ts = verdict.event.get("namesrv"), verdict.event.get("ts")
     elif verdict is None:
-        reason, detail, namesrv, ts = read_error, f"the reader could not take this line whole ({read_error})", None, None
+        reason, detail, namesrv, ts = line.read_error, f"the reader could not take this line whole ({line.read_error})", None, None
     else:
         reason, detail, namesrv, ts = verdict.reason, verdict.detail, verdict.namesrv, verdict.ts
-    row.update(
-        status="quarantined",
-        reason=reason,
-        detail=detail,
-        raw_text=line["line"][: options.keep_bytes],
-        raw_bytes=line.get("raw_bytes"),
-        namesrv=namesrv,
-        ts=ts,
-    )
+    if text is None:
+        text = line.data.decode("utf-8")  # a split line: its bytes are UTF-8
+    row.update(status="quarantined", reason=reason, detail=detail, raw_text=text[: options.keep_bytes], namesrv=namesrv, ts=ts)
     for key in ("record_id", "body_id"):
         row.pop(key, None)
     return row
 
 
-def parse_capture_lines(lines: DataFrame, options: ParseOptions) -> DataFrame:
-    """Parse bronze lines (columns of CAPTURE_LINE plus run_id) into PARSED_LINE rows."""
-    arrow_schema = to_arrow_schema(PARSED_LINE)
-    columns = ["run_id", "source_file", "line_no", "line", "line_bytes", "raw_bytes", "read_error"]
+def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOptions, parse: ParseOptions) -> DataFrame:
+    """Every line of the given capture files, read and parsed in one pass (READ_LINE rows), one task
+    per file: what bronze keeps of each line and what silver gets from it."""
+    arrow_schema = to_arrow_schema(READ_LINE)
 
-    def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        body_options = dict(max_queue_nums=options.max_queue_nums, max_perm=options.max_perm)
-        parser = LineParser(options.limits, lambda body: register_body_problem(body, **body_options))
+    def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
+        parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options))
+        stored: set[str] = set()
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
+                rows = (read_line_row(parser, path, line, parse, stored) for line in lines)
+                yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
 
-        def rows() -> Iterator[dict[str, Any]]:
-            for batch in batches:
-                for line in batch.to_pylist():
-                    yield parse_line_row(parser, line, options)
-
-        yield from _batches(rows(), arrow_schema, lambda r: 256 + len(r.get("raw_text") or ""))
-
-    return lines.select(*columns).mapInArrow(parse_batches, PARSED_LINE)
+    files = spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths)))
+    return spark.createDataFrame(files, "source_file string").mapInArrow(read_files, READ_LINE)
 
 
 # --------------------------------------------------------------------------------------- splitting
@@ -199,3 +182,32 @@ def new_bodies(parsed: DataFrame, existing_ids: DataFrame, run_id: str) -> DataF
     bodies = parsed.where(F.col("new_body").isNotNull()).select("source_file", "line_no", "new_body.*")
     unique = first_of_each(bodies, "body_id").select(*BODY.fieldNames())
     return unique.join(existing_ids, on="body_id", how="left_anti").withColumn("first_run_id", F.lit(run_id)).select(*TOPIC_CONFIGS.schema.fieldNames())
+
+
+def bronze_lines(read: DataFrame) -> DataFrame:
+    """The read lines in ``bronze.captures_raw`` shape (``read`` carries run_id and ingest_date)."""
+    return read.select(*CAPTURES_RAW.schema.fieldNames())
+
+
+def new_body_texts(read: DataFrame, existing_refs: DataFrame, run_id: str) -> DataFrame:
+    """Body texts the read lines were split on and ``bronze.capture_bodies`` does not hold yet."""
+    texts = read.where(F.col("body_text").isNotNull()).select("source_file", "line_no", "body_ref", "body_text")
+    unique = first_of_each(texts, "body_ref")
+    return (
+        unique.join(existing_refs, on="body_ref", how="left_anti")
+        .withColumn("body_text_bytes", F.octet_length("body_text").cast("long"))
+        .withColumn("first_run_id", F.lit(run_id))
+        .select(*CAPTURE_BODIES.schema.fieldNames())
+    )
+
+
+def whole_lines(lines: DataFrame, bodies: DataFrame) -> DataFrame:
+    """``bronze.captures_raw`` rows with ``line`` rebuilt whole from ``bronze.capture_bodies`` (the SQL
+    form of :func:`pipelines.ingest.bronze_form.exact_line`); ``body_ref`` is kept."""
+    texts = bodies.select("body_ref", F.col("body_text").alias("_body_text"))
+    rebuilt = F.concat(F.expr("substring(line, 1, char_length(line) - 1)"), F.lit(',"body":'), F.col("_body_text"), F.lit("}"))
+    return (
+        lines.join(texts, on="body_ref", how="left")
+        .withColumn("line", F.when(F.col("body_ref").isNull(), F.col("line")).otherwise(rebuilt))
+        .select(*CAPTURES_RAW.schema.fieldNames())
+    )

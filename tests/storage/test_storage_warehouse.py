@@ -152,6 +152,19 @@ def test_read_of_an_empty_table_is_an_empty_dataframe_with_the_schema(wh: Wareho
     assert wh.files(EVENTS) == []
 
 
+def test_ensure_adds_new_nullable_columns_in_place_and_old_rows_read_them_as_null(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:2]), commit("r0"))
+    grown = TableSpec(EVENTS.name, T.StructType(EVENTS.schema.fields + [T.StructField("body_ref", T.StringType(), True)]),
+                      partition_by=EVENTS.partition_by)
+    wh.ensure(grown)
+    assert wh.version(EVENTS) == 2  # one schema commit
+    wh.append(grown, spark.createDataFrame([("10.0.0.1:9876", D2, 9, 103, "z", "ref-1")], grown.schema), commit("r1"))
+    want = spark.createDataFrame([r + (None,) for r in ROWS[:2]] + [("10.0.0.1:9876", D2, 9, 103, "z", "ref-1")], grown.schema)
+    assert_same(wh.read(grown), want)
+    wh.ensure(grown)
+    assert wh.version(EVENTS) == 3
+
+
 def test_ensure_on_an_existing_table_with_another_schema_lists_every_difference(wh: Warehouse) -> None:
     wh.ensure(EVENTS)
     changed = TableSpec(

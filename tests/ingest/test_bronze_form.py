@@ -1,0 +1,69 @@
+"""Bronze's form of a line (one pass: read, parse, split off a repeated body): every line rebuilds
+exactly, a body text is emitted once per task, and the parse is the same as a full parse's."""
+
+from __future__ import annotations
+
+import json
+
+from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConfig, encode_json_register_body
+from pipelines.ingest.bronze_form import exact_line, split_body
+from pipelines.ingest.capture_reader import RawLine
+from pipelines.ingest.records import Accepted, LineParser, ParserLimits
+from pipelines.ingest.transforms import ParseOptions, read_line_row
+from pipelines.quality.rules import event_rules, register_body_problem
+
+LIMITS = ParserLimits(frozenset({103, 904}), frozenset({"CONNECT", "CLOSE"}))
+OPTIONS = ParseOptions(LIMITS, event_rules(min_ts=0, max_ts=2**62), max_queue_nums=1024, max_perm=15, keep_bytes=1 << 20)
+BIG = RegisterBody(DataVersion(0, 1732147100000, 3), tuple(TopicConfig(f"topic-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+
+
+def parser() -> LineParser:
+    return LineParser(LIMITS, lambda b: register_body_problem(b, max_queue_nums=1024, max_perm=15))
+
+
+def register(ts: int, broker_id: str = "0", body: RegisterBody = BIG) -> str:
+    return json.dumps({
+        "namesrv": "10.0.0.10:9876", "ts": ts, "kind": "request", "code": 103, "version": 479, "opaque": 1, "conn": "c1",
+        "extFields": {"brokerName": "broker-a", "brokerAddr": "10.0.1.5:10911", "clusterName": "C", "brokerId": broker_id},
+        "body": encode_json_register_body(body),
+    }, separators=(",", ":"))
+
+
+def rows(texts: list[bytes]) -> list[dict]:
+    p, stored = parser(), set()
+    return [read_line_row(p, "f.jsonl", RawLine(i + 1, t, len(t)), OPTIONS, stored) for i, t in enumerate(texts)]
+
+
+def test_repeated_bodies_are_split_off_and_every_line_rebuilds_exactly() -> None:
+    texts = [register(1732147200000).encode(), register(1732147230000).encode(), register(1732147260000, broker_id="x").encode(),
+             b'{"namesrv":"10.0.0.10:9876","ts":1,"kind":"channel","event":"CLOSE","conn":"c1","remote":"10.0.1.5:1"}',
+             b'{"ts":1,"body":{"a":"\xff"}}']
+    got = rows(texts)
+    texts_by_ref = {r["body_ref"]: r["body_text"] for r in got if r.get("body_text") is not None}
+    assert [r.get("body_ref") is not None for r in got] == [True, True, True, False, False]
+    assert [r.get("body_text") is not None for r in got] == [True, False, False, False, False]  # once per task
+    for row, text in zip(got, texts):
+        rebuilt = exact_line(row["line"], texts_by_ref.get(row.get("body_ref")))
+        assert (row.get("raw_bytes") or rebuilt.encode()) == text
+    assert json.loads(got[0]["line"]) == {k: v for k, v in json.loads(texts[0]).items() if k != "body"}
+    # a split line that is quarantined still keeps its whole text in quarantine
+    assert (got[2]["status"], got[2]["reason"], got[2]["raw_text"]) == ("quarantined", "wrong_type", texts[2].decode())
+    assert (got[4]["status"], got[4]["reason"]) == ("quarantined", "invalid_utf8")
+
+
+def test_the_split_parse_equals_a_full_parse_of_each_line() -> None:
+    texts = [register(1732147200000 + 30_000 * i).encode() for i in range(3)]
+    got = rows(texts)
+    for row, text in zip(got, texts):
+        alone = parser().parse(text.decode())  # a fresh parser: no body seen before
+        assert isinstance(alone, Accepted)
+        assert {k: row[k] for k in alone.event} == alone.event
+
+
+def test_small_bodies_and_lines_without_a_trailing_body_stay_whole() -> None:
+    small = RegisterBody(DataVersion(0, 1, 1), (TopicConfig("t", 1, 1, 6, 0),), ())
+    assert split_body(register(1, body=small).encode()) is not None
+    reordered = json.dumps({"body": encode_json_register_body(BIG), **json.loads(register(2))}).encode()  # body not last
+    got = rows([register(1, body=small).encode(), register(2, body=small).encode(), reordered])
+    assert [r.get("body_ref") for r in got] == [None, None, None]
+    assert [r["status"] for r in got] == ["accepted"] * 3
