@@ -208,12 +208,17 @@ class NameServer:
         """The scan-tick grid from :attr:`first_tick` up to ``until`` (inclusive)."""
         return range(self.first_tick, until + 1, self.tick_interval)
 
-    def apply(self, record: Mapping[str, Any]) -> Outcome:
+    def apply(self, record: Mapping[str, Any], *, body_id: str | None = None) -> Outcome:
         """Apply one capture record (``request``, ``channel``; ``namesrv_start`` restarts; ``response``
-        is ignored) and report what happened. Raises ValueError for a record of an unknown kind."""
+        is ignored) and report what happened. Raises ValueError for a record of an unknown kind.
+
+        ``body_id``, when the caller has one, is a content id of the record's body: equal ids promise
+        equal bodies (the ingest's ``body_id`` does), so a resent body is recognised without being
+        compared. It changes nothing else."""
         kind = record.get("kind")
         if kind == "request":
-            return self._apply_request(Request.from_record(record))
+            req = Request.from_record(record)
+            return self._apply_request(req if body_id is None else req._replace(body_id=body_id))
         if kind == "channel":
             event = record.get("event")
             cause: Cause = "channel_closed" if event in DESTROYING_EVENTS else "none"
@@ -256,8 +261,8 @@ class NameServer:
             profile=self._profile,
             topicQueueTable=self._frozen_topics(base),
             brokerAddrTable=self._frozen_groups(base),
-            clusterAddrTable=FrozenDict({c: frozenset(n) for c, n in self._clusters.items()}),
-            brokerLiveTable=FrozenDict(self._live.items()),
+            clusterAddrTable=FrozenDict({c: frozenset(n) for c, n in self._clusters.ordered_items()}),
+            brokerLiveTable=FrozenDict(self._live.ordered_items()),
             filterServerTable=FrozenDict(self._filters),
             orderTopicConf=FrozenDict(self._order_topic_conf),
             config=self._config,
@@ -266,6 +271,14 @@ class NameServer:
         self._dirty_topics.clear()
         self._dirty_groups.clear()
         return self._snapshot
+
+    def changed_topics_since(self, snapshot: Snapshot) -> frozenset[str] | None:
+        """The topics whose QueueData may differ between ``snapshot`` and the next :meth:`snapshot`,
+        when ``snapshot`` is the last one this NameServer handed out; None otherwise (then any
+        topic may differ). Lets a caller diff two snapshots without visiting every topic."""
+        if snapshot is not self._snapshot:
+            return None
+        return frozenset(self._dirty_topics)
 
     def live_key(self, cluster: str, addr: str) -> LiveKey:
         """The live/filter table key of a broker address in this profile."""

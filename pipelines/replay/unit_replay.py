@@ -21,7 +21,7 @@ belongs to one broker group, so rows of different units never collide:
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields, is_dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
@@ -32,8 +32,22 @@ from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConf
 TABLES = ("topicQueueTable", "brokerAddrTable", "clusterAddrTable", "brokerLiveTable", "filterServerTable", "orderTopicConf")
 
 
+def _plain(value: object) -> object:
+    """orjson's fallback: a dataclass as a dict of its fields (then sorted like any dict)."""
+    names = _FIELDS.get(type(value))
+    if names is None:
+        if not is_dataclass(value):
+            raise TypeError(f"cannot serialize {type(value).__name__}")
+        names = _FIELDS[type(value)] = tuple(f.name for f in fields(value))
+    return {name: getattr(value, name) for name in names}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
 def _json(value: object) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    return orjson.dumps(value, default=_plain, option=_JSON_OPTIONS).decode("utf-8")
 
 
 def _live_key(key: object) -> list[Any]:
@@ -50,17 +64,10 @@ def _key_json(table: str, key: Any) -> str:
 
 
 def _value_json(table: str, value: Any) -> str:
-    if table == "brokerAddrTable":
-        plain = asdict(value)
-        plain["brokerAddrs"] = {str(i): a for i, a in value.brokerAddrs.items()}
-        return _json(plain)
+    """Canonical JSON of a table value (dataclasses as objects; brokerAddrs keys as strings)."""
     if table == "clusterAddrTable":
         return "{}"
-    if table == "filterServerTable":
-        return _json(list(value))
-    if table == "orderTopicConf":
-        return _json(value)
-    return _json(asdict(value))
+    return _json(value)
 
 
 def _diff_entries(table: str, old: Mapping[Any, Any], new: Mapping[Any, Any]) -> Iterator[tuple[str, str, str, str | None, str | None]]:
@@ -76,15 +83,19 @@ def _diff_entries(table: str, old: Mapping[Any, Any], new: Mapping[Any, Any]) ->
             yield table, _key_json(table, key), "remove", _value_json(table, value), None
 
 
-def diff_snapshots(before: Snapshot, after: Snapshot) -> Iterator[tuple[str, str, str, str | None, str | None]]:
+def diff_snapshots(
+    before: Snapshot, after: Snapshot, topics: Iterable[str] | None = None
+) -> Iterator[tuple[str, str, str, str | None, str | None]]:
     """(table, key, op, before, after) for every entry that differs. Shared objects are skipped
-    without looking inside (the model shares unchanged tables and per-topic maps between snapshots)."""
+    without looking inside (the model shares unchanged tables and per-topic maps between snapshots);
+    ``topics``, when given, holds every topic whose QueueData may differ (see
+    ``NameServer.changed_topics_since``), so the others are not visited."""
     for table in TABLES:
         old_t, new_t = getattr(before, table), getattr(after, table)
         if old_t is new_t:
             continue
         if table == "topicQueueTable":
-            for topic in old_t.keys() | new_t.keys():
+            for topic in sorted(topics) if topics is not None else old_t.keys() | new_t.keys():
                 o, n = old_t.get(topic, {}), new_t.get(topic, {})
                 if o is not n:
                     yield from _diff_entries(table, {(topic, b): q for b, q in o.items()}, {(topic, b): q for b, q in n.items()})
@@ -170,8 +181,9 @@ class UnitReplay:
             yield {**row, "table": table, "key": key, "op": "put", "before": None, "carried": True}
 
     def _changes(self, ts: int, phase: int, rank: int | None, cause: str) -> Iterator[dict[str, Any]]:
+        topics = self.ns.changed_topics_since(self.previous)
         current = self.ns.snapshot()
-        for table, key, op, before, after in diff_snapshots(self.previous, current):
+        for table, key, op, before, after in diff_snapshots(self.previous, current, topics):
             if op == "put":
                 self.opened[(table, key)] = {"ts": ts, "phase": phase, "record_rank": rank, "after": after, "cause": cause}
             else:
@@ -199,7 +211,7 @@ class UnitReplay:
                 raise ValueError(f"record at {ts} is not after the replayed window (up to {self.until})")
             yield from self.advance(ts - 1)
             version = self.ns.version
-            outcome = self.ns.apply(self.builder.record(row))
+            outcome = self.ns.apply(self.builder.record(row), body_id=row.get("body_id"))
             if self.ns.version != version:
                 yield from self._changes(ts, 0, row["record_rank"], outcome.cause)
             if row["kind"] == "namesrv_start":
