@@ -37,7 +37,9 @@ from pipelines.ingest.transforms import (
     ParseOptions,
     ReadOptions,
     accepted_events,
+    as_events,
     bronze_lines,
+    duplicate_ids,
     new_bodies,
     new_body_texts,
     new_events,
@@ -180,7 +182,11 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             warehouse.append(CAPTURE_BODIES, new_body_texts(parsed, warehouse.read(CAPTURE_BODIES).select("body_ref"), run_id), commit)
         clock.lap("write bronze")
         events_all = accepted_events(parsed)
-        events = new_events(events_all, _existing_record_ids(warehouse, events_all)).persist(StorageLevel.MEMORY_AND_DISK)
+        existing_ids = _existing_record_ids(warehouse, events_all)
+        if duplicate_ids(events_all, existing_ids).isEmpty():  # the usual case: no wide shuffle to drop nothing
+            events = as_events(events_all).persist(StorageLevel.MEMORY_AND_DISK)
+        else:
+            events = new_events(events_all, existing_ids).persist(StorageLevel.MEMORY_AND_DISK)
         bodies = new_bodies(parsed, warehouse.read(TOPIC_CONFIGS).select("body_id"), run_id).persist(StorageLevel.MEMORY_AND_DISK)
         n_events, n_bodies = events.count(), bodies.count()
         clock.lap("dedup, bodies")

@@ -177,6 +177,20 @@ def new_events(events: DataFrame, existing_ids: DataFrame) -> DataFrame:
     return unique.join(existing_ids, on="record_id", how="left_anti").select(*EVENTS.schema.fieldNames())
 
 
+def duplicate_ids(events: DataFrame, existing_ids: DataFrame) -> DataFrame:
+    """The record_ids that make :func:`new_events` drop a row: repeated within the batch or already
+    in ``existing_ids``. Only ids are shuffled, so finding out that there are none is cheap; then
+    ``new_events(events, …)`` equals ``events`` in ``silver.events`` shape (:func:`as_events`)."""
+    ids = events.select("record_id")
+    repeated = ids.groupBy("record_id").count().where(F.col("count") > 1).select("record_id")
+    return repeated.unionByName(ids.join(existing_ids, on="record_id", how="left_semi"))
+
+
+def as_events(events: DataFrame) -> DataFrame:
+    """Accepted events (no duplicate among them) in ``silver.events`` shape."""
+    return events.select(*EVENTS.schema.fieldNames())
+
+
 def new_bodies(parsed: DataFrame, existing_ids: DataFrame, run_id: str) -> DataFrame:
     """Register bodies decoded in this batch and not yet in ``silver.topic_configs``."""
     bodies = parsed.where(F.col("new_body").isNotNull()).select("source_file", "line_no", "new_body.*")

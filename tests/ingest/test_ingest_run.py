@@ -26,6 +26,7 @@ from nsreplay.protocol.register_body import (
 )
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestQualityError, run_ingest
+from pipelines.ingest.transforms import duplicate_ids
 from schemas import ALL_TABLES
 from schemas.bronze import CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, TOPIC_CONFIGS
@@ -228,3 +229,11 @@ def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -
     failed = warehouse.read(QUALITY_RESULTS).where(~F.col("success")).select("expectation", "column").collect()
     assert [(r.expectation, r.column) for r in failed] == [("expect_column_values_to_be_between", "quarantine_ratio")]
     assert warehouse.read(INGEST_FILES).count() == 0  # the files are not marked as ingested: a fixed re-run reads them
+
+
+def test_duplicate_ids_are_the_repeated_and_the_already_stored_ones(spark) -> None:
+    events = spark.createDataFrame([("a", 1), ("b", 2), ("b", 3), ("c", 4)], "record_id string, line_no long")
+    existing = spark.createDataFrame([("c",), ("d",)], "record_id string")
+    got = duplicate_ids(events, existing)
+    assert_df_equality(got, spark.createDataFrame([("b",), ("c",)], "record_id string"), ignore_row_order=True, ignore_nullable=True)
+    assert duplicate_ids(events.where("record_id = 'a'"), existing).isEmpty()
