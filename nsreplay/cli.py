@@ -60,7 +60,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--preset", help="generate this preset first (e.g. bench-day) into --out")
     rebuild.add_argument("--out", default="captures/bench", help="where --preset writes its capture (reused when present)")
     rebuild.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
-    rebuild.add_argument("--samples", type=int, default=1000, help="ticks checked against the reference model")
+    rebuild.add_argument("--samples", type=int, default=1000, help="ticks checked against the reference model (0: skip the check)")
     rebuild.add_argument("--master", default=None)
     rebuild.set_defaults(func=_bench_rebuild)
     incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")

@@ -28,7 +28,7 @@ such a bin simply keeps the linked-list order described above.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Generic, Hashable, Iterator, Literal, MutableMapping, TypeVar
+from typing import Callable, Generic, Hashable, Iterable, Iterator, Literal, MutableMapping, TypeVar
 
 __all__ = [
     "Flavour",
@@ -127,14 +127,29 @@ class JavaMap(MutableMapping[K, V], Generic[K, V]):
     def __len__(self) -> int:
         return len(self._values)
 
+    #: The keys in Java iteration order, kept until a key is added or removed (a value update does
+    #: not move a key). The list is replaced, never changed in place, so iterating it stays safe
+    #: while the map changes. A class default, so maps pickled without it still load.
+    _order: list | None = None
+
+    def _keys_in_order(self) -> list[K]:
+        order = self._order
+        if order is None:
+            order = self._order = [key for bin_ in self._bins for key in bin_]
+        return order
+
     def __iter__(self) -> Iterator[K]:
-        """Keys in Java iteration order (a copy: the map may be changed while iterating)."""
-        return iter([key for bin_ in self._bins for key in bin_])
+        """Keys in Java iteration order (a snapshot: the map may be changed while iterating)."""
+        return iter(self._keys_in_order())
+
+    def unordered_values(self) -> Iterable[V]:
+        """The values in no particular order (cheaper than Java order when order does not matter)."""
+        return self._values.values()
 
     def ordered_items(self) -> list[tuple[K, V]]:
         """``list(self.items())``, in Java iteration order, without the Mapping views' overhead."""
         values = self._values
-        return [(key, values[key]) for bin_ in self._bins for key in bin_]
+        return [(key, values[key]) for key in self._keys_in_order()]
 
     def __setitem__(self, key: K, value: V) -> None:
         """``put``: replace in place when present, else append at the tail of the key's bin."""
@@ -142,6 +157,7 @@ class JavaMap(MutableMapping[K, V], Generic[K, V]):
             self._values[key] = value
             return
         self._values[key] = value
+        self._order = None
         bin_ = self._bins[self.bin_index(key)]
         bin_.append(key)
         if self.flavour == "HashMap":
@@ -154,6 +170,7 @@ class JavaMap(MutableMapping[K, V], Generic[K, V]):
 
     def __delitem__(self, key: K) -> None:
         del self._values[key]
+        self._order = None
         self._bins[self.bin_index(key)].remove(key)
 
     def __repr__(self) -> str:
@@ -179,6 +196,7 @@ class JavaMap(MutableMapping[K, V], Generic[K, V]):
             new_bins[index] = low
             new_bins[index + old_size] = high
         self._bins = new_bins
+        self._order = None
 
 
 def _split_keep_order(bin_: list[K], goes_high: list[bool]) -> tuple[list[K], list[K]]:

@@ -234,6 +234,8 @@ class NameServer:
     def scan(self, tick_ts: int) -> list[Removal]:
         """The scan at tick ``tick_ts`` (spec §4): every live entry with ``last + timeout < tick_ts``
         is removed like an unregister of its address, in live-table (Java) order."""
+        if not any(i.lastUpdateTimestamp + i.heartbeatTimeoutMillis < tick_ts for i in self._live.unordered_values()):
+            return []  # nothing expires: the usual tick, decided without walking the map in Java order
         removals = []
         for key in list(self._live):
             info = self._live.get(key)
