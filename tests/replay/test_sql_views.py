@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chispa import assert_df_equality
+
 from nsreplay.history import PublishedHistory
 from nsreplay.sql import register_views
 from boundary_scenarios import NS_DELETE_5, NS_TICK_ORDER, S
@@ -20,3 +22,11 @@ def test_state_at_an_instant_in_sql_equals_the_python_api(spark, published) -> N
     expected = PublishedHistory(root).snapshot_at(NS_DELETE_5, S + 200000).topicQueueTable["shared"]
     assert {(r.broker_name, r.perm) for r in routes} == {(name, q.perm) for name, q in expected.items()}
     assert spark.sql("SELECT ms('2024-11-21T00:00:00Z') AS v").first().v == S
+
+
+def test_capture_lines_view_gives_every_line_exactly_as_read(spark, published) -> None:
+    capture, root = published
+    register_views(spark, root)
+    got = spark.sql("SELECT source_file, line_no, line FROM capture_lines")
+    want = [(str(path), no, text) for path in sorted(capture.glob("*.jsonl")) for no, text in enumerate(path.read_text().splitlines(), start=1)]
+    assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
