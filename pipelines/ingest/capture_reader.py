@@ -24,6 +24,11 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
+try:  # zlib-ng inflates the same streams about twice as fast as zlib (same API, same results)
+    from zlib_ng import zlib_ng as _inflate
+except ImportError:  # pragma: no cover - zlib-ng is a declared dependency; zlib is the fallback
+    _inflate = zlib  # type: ignore[assignment]
+
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 4 * 1024 * 1024
 
@@ -73,7 +78,7 @@ class _Truncated(Exception):
 
 def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """Inflate a (multi-member) gzip stream; raise _Truncated when it ends early or is corrupt."""
-    decomp = zlib.decompressobj(wbits=31)
+    decomp = _inflate.decompressobj(wbits=31)
     fed = 0  # bytes fed to the current member
     for chunk in chunks:
         data = chunk
@@ -81,7 +86,7 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
             fed += len(data)
             try:
                 out = decomp.decompress(data)
-            except zlib.error as exc:
+            except (zlib.error, _inflate.error) as exc:
                 raise _Truncated("corrupt_gzip") from exc
             if out:
                 yield out
@@ -89,7 +94,7 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                 break
             # A member ended; what follows it is the next member.
             data = decomp.unused_data
-            decomp = zlib.decompressobj(wbits=31)
+            decomp = _inflate.decompressobj(wbits=31)
             fed = 0
     if fed and not decomp.eof:
         raise _Truncated("truncated_gzip")

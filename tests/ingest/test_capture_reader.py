@@ -47,6 +47,25 @@ def test_garbage_after_a_gzip_member_is_corrupt() -> None:
     assert [(l.text, l.read_error) for l in got] == [("a", None), ("b", "corrupt_gzip")]
 
 
+@pytest.mark.parametrize("inflater", ["zlib", "zlib_ng"])
+def test_zlib_and_zlib_ng_read_the_same_lines(monkeypatch, inflater: str) -> None:
+    """The reader inflates with zlib-ng when it is installed, else zlib: same lines, same errors."""
+    import importlib
+    import zlib
+
+    import pipelines.ingest.capture_reader as reader
+
+    module = zlib if inflater == "zlib" else importlib.import_module("zlib_ng.zlib_ng")
+    monkeypatch.setattr(reader, "_inflate", module)
+    whole = gzip.compress(b"".join(b"line-%03d\n" % i for i in range(300))) + gzip.compress(b"tail\r\nlast")
+    assert [(l.line_no, l.text, l.read_error) for l in lines(whole)] == (
+        [(i + 1, "line-%03d" % i, None) for i in range(300)] + [(301, "tail", None), (302, "last", None)]
+    )
+    cut = lines(whole[: len(whole) // 3])
+    assert cut[-1].read_error == "truncated_gzip" and all(l.read_error is None for l in cut[:-1])
+    assert [(l.text, l.read_error) for l in lines(gzip.compress(b"a\nb") + b"\x00\x00garbage")] == [("a", None), ("b", "corrupt_gzip")]
+
+
 def test_a_line_over_the_limit_is_cut_and_flagged_and_reading_goes_on() -> None:
     got = lines(b"x" * 250 + b"\nok\n", max_line_bytes=100, keep_bytes=10)
     assert got[0] == CaptureLine(1, "x" * 10, 250, b"x" * 10, "line_too_long")
