@@ -5,7 +5,8 @@ Public API::
     TableSpec(name, schema, partition_by=(), description="")     what a table is
     CommitInfo(run_id, job, window_from=None, window_to=None, extra={})   who writes (idempotency key)
     Warehouse(root, spark, backend="auto")                         path / exists / ensure / append /
-                                                                   overwrite / read / version / history /
+                                                                   overwrite / overwrite_counted / read /
+                                                                   version / history /
                                                                    committed / files / file_uris
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,

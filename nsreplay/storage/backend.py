@@ -87,6 +87,9 @@ class Backend(abc.ABC):
     name: str
     #: Whether :meth:`table_schema` reports nullability exactly as stored in the Delta log.
     exact_nullability: bool
+    #: Whether :meth:`write` runs the request's DataFrame as one Spark write whose observed metrics
+    #: (``DataFrame.observe``) reach the caller; when not, row counts take a pass of their own.
+    observes_writes: bool = False
 
     @abc.abstractmethod
     def exists(self, location: TableLocation) -> bool:

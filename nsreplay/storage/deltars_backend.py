@@ -81,6 +81,7 @@ class DeltaRsBackend(Backend):
 
     name = "delta-rs"
     exact_nullability = True
+    observes_writes = True  # the request's DataFrame is written by Spark's Parquet writer (see _stage)
 
     def __init__(self, spark: "SparkSession | None") -> None:
         self._spark = spark

@@ -25,7 +25,8 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -280,6 +281,35 @@ class Warehouse:
             raise ValueError(f"where must be a non-empty Spark SQL predicate or None, got {where!r}")
         normalized = _normalize_partitions(_check_spec(spec), partitions)
         return self._write(spec, df, commit, mode="overwrite", where=where, partitions=normalized)
+
+    def overwrite_counted(
+        self,
+        spec: TableSpec,
+        df: DataFrame,
+        commit: CommitInfo,
+        *,
+        where: str | None = None,
+        partitions: Mapping[str, str | None | Sequence[str | None]] | None = None,
+    ) -> tuple[int | None, int]:
+        """:meth:`overwrite`, also returning how many rows of ``df`` were written: ``(version, rows)``.
+
+        With a backend that writes ``df`` in one Spark action, the rows are counted by that action
+        (``DataFrame.observe``), so counting costs no pass of its own; otherwise ``df`` is cached and
+        counted first. When the write is skipped (this run already committed), ``version`` is
+        ``None`` and ``rows`` is ``df``'s row count."""
+        if not self._backend.observes_writes:
+            cached = df.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                rows = cached.count()
+                return self.overwrite(spec, cached, commit, where=where, partitions=partitions), rows
+            finally:
+                cached.unpersist()
+        observation = Observation(f"nsreplay-rows-{uuid.uuid4().hex}")
+        counted = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+        version = self.overwrite(spec, counted, commit, where=where, partitions=partitions)
+        if version is None:  # skipped before anything ran: the observation never fires
+            return None, df.count()
+        return version, int(observation.get["rows"])
 
     def _write(
         self,

@@ -462,6 +462,25 @@ def test_overwrite_where_and_partitions_together(wh: Warehouse, spark) -> None:
     assert_same(wh.read(EVENTS), events(spark, expected))
 
 
+def test_overwrite_counted_counts_the_rows_given_not_the_rows_kept(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    replacement = [("10.0.0.1:9876", D1, 20, 105, "replaced"), ("b:1", D2, 21, 105, "new partition"), ("b:1", D2, 22, 105, None)]
+    # the where-overwrite rewrites the affected files with their other rows; only the given rows count
+    assert wh.overwrite_counted(EVENTS, events(spark, replacement), commit("r2"), where="code = 105") == (2, 3)
+    assert_same(wh.read(EVENTS), events(spark, [r for r in ROWS if r[3] != 105] + replacement))
+    # already committed: nothing runs, and the rows are counted on their own
+    assert wh.overwrite_counted(EVENTS, events(spark, replacement[:1]), commit("r2"), where="code = 105") == (None, 1)
+    assert wh.overwrite_counted(EVENTS, events(spark, []), commit("r3"), where="code = 105") == (3, 0)
+    assert_same(wh.read(EVENTS), events(spark, [r for r in ROWS if r[3] != 105]))
+
+
+def test_overwrite_counted_counts_rows_on_a_backend_without_observed_writes(wh: Warehouse, spark, monkeypatch) -> None:
+    monkeypatch.setattr(type(wh._backend), "observes_writes", False)
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    assert wh.overwrite_counted(EVENTS, events(spark, ROWS[:2]), commit("r2")) == (2, 2)
+    assert_same(wh.read(EVENTS), events(spark, ROWS[:2]))
+
+
 def test_overwrite_without_predicate_replaces_the_whole_table(wh: Warehouse, spark) -> None:
     wh.append(EVENTS, events(spark, ROWS), commit("r1"))
     assert wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("r2")) == 2
