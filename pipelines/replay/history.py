@@ -117,47 +117,51 @@ def generic_intervals(changes: DataFrame) -> DataFrame:
     )
 
 
-def _key(i: int) -> Column:
-    return F.from_json("key", "array<string>")[i]
-
-
 _INTERVAL_COLS = ["valid_from", "valid_to", "start_cause", "end_cause", "run_id"]
+
+_QUEUE_DATA = "struct<readQueueNums:int,writeQueueNums:int,perm:int,topicSysFlag:int>"
+_BROKER_DATA = "struct<cluster:string,brokerAddrs:map<string,string>,enableActingMaster:boolean,zoneName:string>"
+_LIVE_INFO = (
+    "struct<lastUpdateTimestamp:long,heartbeatTimeoutMillis:long,dataVersion:struct<stateVersion:long,timestamp:long,counter:long>,"
+    "conn:string,haServerAddr:string>"
+)
 
 
 def typed_intervals(generic: DataFrame, run_id: str) -> dict[str, DataFrame]:
     """The generic intervals split into the typed gold interval tables."""
     g = generic.withColumn("run_id", F.lit(run_id))
 
-    def of(table: str) -> DataFrame:
-        return g.where(F.col("table") == table)
+    def of(table: str, value_type: str | None = None) -> DataFrame:
+        """The table's intervals with the key parsed once (``_k``) and, given its type, the value (``_v``):
+        a separate projection, so each field below reads the parsed column instead of parsing again."""
+        rows = g.where(F.col("table") == table).withColumn("_k", F.from_json("key", "array<string>"))
+        return rows.withColumn("_v", F.from_json("value", value_type)) if value_type else rows
 
-    qd = F.from_json("value", "struct<readQueueNums:int,writeQueueNums:int,perm:int,topicSysFlag:int>")
-    bd = F.from_json("value", "struct<cluster:string,brokerAddrs:map<string,string>,enableActingMaster:boolean,zoneName:string>")
-    live = F.from_json("value", "struct<lastUpdateTimestamp:long,heartbeatTimeoutMillis:long,dataVersion:struct<stateVersion:long,timestamp:long,counter:long>,conn:string,haServerAddr:string>")
+    k, v = F.col("_k"), F.col("_v")
     return {
-        TOPIC_QUEUE_INTERVALS.name: of("topicQueueTable").select(
-            "namesrv", _key(0).alias("topic"), _key(1).alias("broker_name"),
-            qd.readQueueNums.alias("read_queue_nums"), qd.writeQueueNums.alias("write_queue_nums"),
-            qd.perm.alias("perm"), qd.topicSysFlag.alias("topic_sys_flag"), *_INTERVAL_COLS,
+        TOPIC_QUEUE_INTERVALS.name: of("topicQueueTable", _QUEUE_DATA).select(
+            "namesrv", k[0].alias("topic"), k[1].alias("broker_name"),
+            v.readQueueNums.alias("read_queue_nums"), v.writeQueueNums.alias("write_queue_nums"),
+            v.perm.alias("perm"), v.topicSysFlag.alias("topic_sys_flag"), *_INTERVAL_COLS,
         ),
-        BROKER_ADDR_INTERVALS.name: of("brokerAddrTable").select(
-            "namesrv", _key(0).alias("broker_name"), bd.cluster.alias("cluster"),
-            F.transform_keys(bd.brokerAddrs, lambda k, v: k.cast("long")).alias("broker_addrs"),
-            bd.enableActingMaster.alias("enable_acting_master"), bd.zoneName.alias("zone_name"), *_INTERVAL_COLS,
+        BROKER_ADDR_INTERVALS.name: of("brokerAddrTable", _BROKER_DATA).select(
+            "namesrv", k[0].alias("broker_name"), v.cluster.alias("cluster"),
+            F.transform_keys(v.brokerAddrs, lambda key, _: key.cast("long")).alias("broker_addrs"),
+            v.enableActingMaster.alias("enable_acting_master"), v.zoneName.alias("zone_name"), *_INTERVAL_COLS,
         ),
-        CLUSTER_ADDR_INTERVALS.name: of("clusterAddrTable").select("namesrv", _key(0).alias("cluster"), _key(1).alias("broker_name"), *_INTERVAL_COLS),
-        BROKER_LIVE_INTERVALS.name: of("brokerLiveTable").select(
-            "namesrv", _key(0).alias("cluster"), _key(1).alias("broker_addr"),
-            live.lastUpdateTimestamp.alias("last_update_ts"), live.heartbeatTimeoutMillis.alias("heartbeat_timeout_ms"),
-            live.dataVersion.stateVersion.alias("dv_state_version"), live.dataVersion.timestamp.alias("dv_timestamp"),
-            live.dataVersion.counter.alias("dv_counter"), live.conn.alias("conn"), live.haServerAddr.alias("ha_server_addr"), *_INTERVAL_COLS,
+        CLUSTER_ADDR_INTERVALS.name: of("clusterAddrTable").select("namesrv", k[0].alias("cluster"), k[1].alias("broker_name"), *_INTERVAL_COLS),
+        BROKER_LIVE_INTERVALS.name: of("brokerLiveTable", _LIVE_INFO).select(
+            "namesrv", k[0].alias("cluster"), k[1].alias("broker_addr"),
+            v.lastUpdateTimestamp.alias("last_update_ts"), v.heartbeatTimeoutMillis.alias("heartbeat_timeout_ms"),
+            v.dataVersion.stateVersion.alias("dv_state_version"), v.dataVersion.timestamp.alias("dv_timestamp"),
+            v.dataVersion.counter.alias("dv_counter"), v.conn.alias("conn"), v.haServerAddr.alias("ha_server_addr"), *_INTERVAL_COLS,
         ),
         FILTER_SERVER_INTERVALS.name: of("filterServerTable").select(
-            "namesrv", _key(0).alias("cluster"), _key(1).alias("broker_addr"),
+            "namesrv", k[0].alias("cluster"), k[1].alias("broker_addr"),
             F.from_json("value", "array<string>").alias("filter_servers"), *_INTERVAL_COLS,
         ),
         ORDER_TOPIC_INTERVALS.name: of("orderTopicConf").select(
-            "namesrv", _key(0).alias("topic"),
+            "namesrv", k[0].alias("topic"),
             F.get_json_object(F.concat(F.lit('{"v":'), F.col("value"), F.lit("}")), "$.v").alias("order_conf"), *_INTERVAL_COLS,
         ),
     }

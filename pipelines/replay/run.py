@@ -44,8 +44,9 @@ from pipelines.replay.fidelity import fidelity
 from pipelines.replay.history import epochs, epochs_frame, generic_intervals, keyframes, scan_ticks, typed_intervals, with_tick
 from pipelines.replay.transforms import (
     STATE_COLUMN,
-    namesrv_origins,
+    namesrv_spans,
     ranked_events,
+    replay_records,
     replay_units,
     route_changing,
     unit_facts,
@@ -198,14 +199,14 @@ def replay_window(
         warehouse.ensure(spec)
     cfg = settings.replay
     all_events = warehouse.read(EVENTS)
-    bounds = all_events.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).first()
-    if bounds is None or bounds.lo is None:
+    spans = namesrv_spans(all_events)
+    if not spans:
         raise NothingToReplayError("silver.events is empty: ingest a capture first")
-    until = window_to if window_to is not None else bounds.hi
+    until = window_to if window_to is not None else max(hi for _, hi in spans.values())
     if window_from is not None and window_from >= until:
         raise NothingToReplayError(f"empty window: --from {window_from} is not before the end {until}")
     upto = all_events.where(F.col("ts") <= until)
-    origins = namesrv_origins(upto)
+    origins = {ns: lo for ns, (lo, _) in spans.items() if lo <= until}  # each one's first record up to `until`
     if not origins:
         raise NothingToReplayError(f"no record at or before {until}")
 
@@ -256,12 +257,15 @@ def replay_window(
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
 
-    routed = with_first_bodies(with_units(spark, ranked_events(route_changing(replayed)), maps), warehouse.read(TOPIC_CONFIGS))
+    routed = with_first_bodies(with_units(spark, ranked_events(replay_records(replayed)), maps), warehouse.read(TOPIC_CONFIGS))
     output = replay_units(
         with_states(routed, resume), origins=origins, until=until, default_profile=cfg.default_profile, default_config=cfg.default_config
     ).persist(StorageLevel.MEMORY_AND_DISK)
     changes = output.where(F.col("state").isNull()).drop("state")
-    generic = generic_intervals(changes).persist(StorageLevel.MEMORY_AND_DISK)
+    # Open intervals in files of their own (the next window rewrites only those files): the interval
+    # tables are cut from ``generic`` partition by partition, so it is range-partitioned once here.
+    cuts = 2 * len(origins) * len(INTERVAL_TABLES)
+    generic = generic_intervals(changes).repartitionByRange(cuts, "namesrv", "table", F.col("valid_to").isNull()).persist(StorageLevel.MEMORY_AND_DISK)
     logged = changes.where(~F.col("carried")).drop("carried")
     ticks = scan_ticks(epoch_df, logged, until, run_id, after=after).persist(StorageLevel.MEMORY_AND_DISK)
     facts_rows = spark.createDataFrame([(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()], REPLAY_STATE.schema)
@@ -282,23 +286,14 @@ def replay_window(
         commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until)
         replaced = {"namesrv": sorted(origins)}
         by_name = {spec.name: spec for spec in REPLAY_TABLES}
-        interval_names = {spec.name for spec in INTERVAL_TABLES.values()}
 
         def write(name: str, df: DataFrame, owned: str | None) -> tuple[str, int, int]:
             spec = by_name[name]
             frame = df.select(*spec.schema.fieldNames())
             if owned is not None:
                 frame = frame.where(F.expr(owned))
-            if name in interval_names:
-                # open intervals in files of their own: the next window rewrites only those files
-                frame = frame.repartitionByRange(2 * len(replaced["namesrv"]), "namesrv", F.col("valid_to").isNull())
-            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                rows = frame.count()
-                warehouse.overwrite(spec, frame, commit, where=owned, partitions=replaced)
-                return name, rows, warehouse.version(spec)
-            finally:
-                frame.unpersist()
+            _, rows = warehouse.overwrite_counted(spec, frame, commit, where=owned, partitions=replaced)
+            return name, rows, warehouse.version(spec)
 
         # The tables are independent commits (nothing is published before the publish stage), so they
         # are written a few at a time; the first failure fails the run once the others have stopped.

@@ -57,9 +57,11 @@ def ranked_events(events: DataFrame) -> DataFrame:
     return events.withColumn("record_rank", F.row_number().over(w).cast("long"))
 
 
-def namesrv_origins(events: DataFrame) -> dict[str, int]:
-    """Each NameServer's first record ts (the tick origin when it has no start record first)."""
-    return {r.namesrv: r.first for r in events.groupBy("namesrv").agg(F.min("ts").alias("first")).collect()}
+def namesrv_spans(events: DataFrame) -> dict[str, tuple[int, int]]:
+    """Each NameServer's first and last record ts (the first is the tick origin when it has no
+    start record first)."""
+    rows = events.groupBy("namesrv").agg(F.min("ts").alias("first"), F.max("ts").alias("last")).collect()  # one row per NameServer
+    return {r.namesrv: (r.first, r.last) for r in rows}
 
 
 def route_changing(events: DataFrame) -> DataFrame:
@@ -68,6 +70,12 @@ def route_changing(events: DataFrame) -> DataFrame:
         ((F.col("kind") == "request") & F.col("code").isin(*ROUTE_CODES))
         | F.col("kind").isin("channel", "namesrv_start")
     )
+
+
+def replay_records(events: DataFrame) -> DataFrame:
+    """:func:`route_changing` records with only the columns the ranking (:func:`ranked_events`), the
+    routing (:func:`with_units`) and the replay read, so no wide shuffle carries the others."""
+    return route_changing(events).select(*REPLAY_COLUMNS, "broker_name", "broker_addr", "source_file", "line_no")
 
 
 def unit_facts(events: DataFrame, default_profile: str) -> dict[str, UnitFacts]:
@@ -92,13 +100,14 @@ def unit_facts(events: DataFrame, default_profile: str) -> dict[str, UnitFacts]:
             for n in r.names:
                 if n is not None:
                     facts.setdefault(r.namesrv, set()).add(Membership(n))
+    # every NameServer with its start records' versions (ingest requires the version of a start record)
+    started = F.when(F.col("kind") == "namesrv_start", F.col("rocketmq_version"))
     profiles: dict[str, set[str]] = {}
-    for r in events.where(F.col("kind") == "namesrv_start").select("namesrv", "rocketmq_version").distinct().collect():
-        profiles.setdefault(r.namesrv, set()).add(profile_for_version(r.rocketmq_version))
-    namesrvs = {r.namesrv for r in events.select("namesrv").distinct().collect()}
+    for r in events.groupBy("namesrv").agg(F.collect_set(started).alias("versions")).collect():  # one row per NameServer
+        profiles[r.namesrv] = {profile_for_version(v) for v in r.versions}
     return {
-        ns: UnitFacts(frozenset(facts.get(ns, ())), frozenset(topic_groups.get(ns, ())), frozenset(profiles.get(ns, set()) | {default_profile}))
-        for ns in namesrvs
+        ns: UnitFacts(frozenset(facts.get(ns, ())), frozenset(topic_groups.get(ns, ())), frozenset(found | {default_profile}))
+        for ns, found in profiles.items()
     }
 
 
@@ -137,20 +146,30 @@ def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMa
     # A record no unit claims names a connection, address or brokerName that no REGISTER_BROKER,
     # UNREGISTER_BROKER or REGISTER_TOPIC of this NameServer ever used: it cannot find any state to
     # change (e.g. a client's CLOSE, a heartbeat from an unknown address), so it is not replayed.
-    return routed.withColumn("unit", unit).where(F.col("unit").isNotNull()).drop("route", "route_key")
+    return routed.withColumn("unit", unit).where(F.col("unit").isNotNull()).select(*REPLAY_COLUMNS, "record_rank", "unit")
+
+
+#: The silver.events columns a unit's replay reads (:class:`~pipelines.replay.unit_replay.RecordBuilder`);
+#: the others (ids, lineage, the routing keys) are dropped once records are routed, before any wide shuffle.
+REPLAY_COLUMNS = (
+    "namesrv", "ts", "seq", "kind", "code", "version", "opaque", "conn", "event", "remote", "rocketmq_version",
+    "ext_fields", "config", "body_id", "body", "body_b64",
+)
 
 
 def with_first_bodies(routed: DataFrame, topic_configs: DataFrame) -> DataFrame:
-    """Attach the decoded body to the first record of each body_id in each unit (only there)."""
+    """Attach the decoded body to the first record of each body_id in each unit (only there).
+
+    The records are hash-partitioned by (namesrv, unit) once, here: the body window (clustered by
+    namesrv, unit, body_id) and :func:`replay_units`' grouping both accept that partitioning, so the
+    wide rows cross the network once (the decoded bodies, when few enough, are broadcast)."""
     w = Window.partitionBy("namesrv", "unit", "body_id").orderBy("ts", "record_rank")
     first = F.col("body_id").isNotNull() & (F.row_number().over(w) == 1)
-    marked = routed.withColumn("_first_body", first)
+    marked = routed.repartition("namesrv", "unit").withColumn("_first_body", first).alias("r")
     body_cols = [c for c in BODY.fieldNames() if c != "body_id"]
-    bodies = topic_configs.select("body_id", *body_cols)
-    joined = marked.join(bodies, on="body_id", how="left")
-    for c in body_cols:
-        joined = joined.withColumn(c, F.when(F.col("_first_body"), F.col(c)))
-    return joined.drop("_first_body")
+    bodies = topic_configs.select(F.col("body_id").alias("_body_id"), *body_cols).alias("b")
+    joined = marked.join(bodies, F.col("r._first_body") & (F.col("r.body_id") == F.col("b._body_id")), how="left")
+    return joined.drop("_first_body", "_body_id")
 
 
 UNIT_OUTPUT = StructType(
