@@ -1,6 +1,6 @@
 """Spark adapters of the ingest: a thin ``mapInArrow`` shell around the pure reader and parser (one
-pass over each file), and DataFrame → DataFrame steps (split, deduplicate). No I/O here beyond what a task reads from the
-capture files it is given; no ``collect()`` of event data.
+pass over each file), and DataFrame → DataFrame steps (split, deduplicate). No I/O here beyond what
+a task reads from the capture files it is given; no ``collect()`` of event data.
 """
 
 from __future__ import annotations
