@@ -31,6 +31,9 @@ except ImportError:  # pragma: no cover - zlib-ng is a declared dependency; zlib
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 4 * 1024 * 1024
+# Compressed bytes inflated per call: ~3 MB of output each. Inflating a whole 4 MB read at once makes
+# ~45 MB objects, and allocating those costs as much again as inflating (one file: 1.1 s -> 0.5 s).
+INFLATE_SLICE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,22 @@ class _Truncated(Exception):
         self.reason = reason
 
 
+def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
+    for chunk in chunks:
+        if len(chunk) <= size:
+            yield chunk
+            continue
+        view = memoryview(chunk)
+        for at in range(0, len(chunk), size):
+            yield view[at : at + size]
+
+
 def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """Inflate a (multi-member) gzip stream; raise _Truncated when it ends early or is corrupt."""
     decomp = _inflate.decompressobj(wbits=31)
     fed = 0  # bytes fed to the current member
-    for chunk in chunks:
-        data = chunk
+    for chunk in _slices(chunks, INFLATE_SLICE_BYTES):
+        data: bytes | memoryview = chunk
         while data:
             fed += len(data)
             try:

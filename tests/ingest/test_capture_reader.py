@@ -120,13 +120,22 @@ def _expected(data: bytes, max_line_bytes: int, keep_bytes: int) -> list[Capture
 @given(
     data=st.lists(st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\xff", b"\xc3\xa9", b"x" * 9]), max_size=40).map(b"".join),
     chunk=st.integers(min_value=1, max_value=64),
+    inflate_slice=st.integers(min_value=1, max_value=64),
     gz=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=3),
 )
-def test_any_bytes_in_any_chunks_give_the_contracted_lines(monkeypatch_module, data: bytes, chunk: int, gz: bool) -> None:
+def test_any_bytes_in_any_chunks_give_the_contracted_lines(
+    monkeypatch_module, data: bytes, chunk: int, inflate_slice: int, gz: bool, cuts: list[int]
+) -> None:
+    """Whatever the read chunks, the inflated slices and the gzip members (``cuts`` split the data
+    into members, so member ends fall anywhere inside a slice)."""
     import pipelines.ingest.capture_reader as reader
 
     monkeypatch_module.setattr(reader, "CHUNK_BYTES", chunk)
-    got = lines(gzip.compress(data) if gz else data, max_line_bytes=20, keep_bytes=5)
+    monkeypatch_module.setattr(reader, "INFLATE_SLICE_BYTES", inflate_slice)
+    bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    members = b"".join(gzip.compress(data[a:b]) for a, b in zip(bounds, bounds[1:]))
+    got = lines(members if gz else data, max_line_bytes=20, keep_bytes=5)
     if not gz and data[:2] == b"\x1f\x8b":
         return  # plain bytes that start like gzip are read as gzip (the contract), not compared here
     assert got == _expected(data, 20, 5)
