@@ -23,10 +23,14 @@ STORED_BODY_MIN_BYTES = 1024
 
 
 def split_body(data: bytes) -> tuple[bytes, bytes] | None:
-    """``(PREFIX, BODY)`` of a line ``PREFIX + ',"body":' + BODY + '}'`` (the last such member), or None."""
+    """``(PREFIX, BODY)`` of a line ``PREFIX + ',"body":' + BODY + '}'`` cut at the first
+    ``,"body":``, or None. The cut is only a candidate: the caller keeps it when PREFIX + '}' parses
+    as an object and BODY as one JSON value. (The first mark, not the last: the record's prefix is
+    short, so it is found without scanning the ~40 KB body, and a body that itself holds a member
+    ``"body"`` — a topic of that name — is still cut at the top level.)"""
     if not data.endswith(b"}"):
         return None
-    at = data.rfind(BODY_MARK)
+    at = data.find(BODY_MARK)
     if at <= 0:
         return None
     return data[:at], data[at + len(BODY_MARK) : -1]

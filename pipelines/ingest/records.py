@@ -194,6 +194,17 @@ def _fingerprint(text: bytes) -> tuple[int, bytes, bytes]:
     return len(text), text[:96], text[-96:]
 
 
+@dataclass(frozen=True)
+class _KnownRaw:
+    """A ``body_b64`` text met before: its decoded bytes, their CRC and the body ids computed from
+    them so far (decoding, checksumming and hashing ~40 KB per line is not free)."""
+
+    text: str
+    raw: bytes
+    crc: int
+    ids: dict[str, str] = field(default_factory=dict)
+
+
 class LineParser:
     """Parses capture lines; remembers the register bodies it has decoded (one per Spark partition)."""
 
@@ -204,6 +215,8 @@ class LineParser:
         self._body_texts: dict[tuple[int, bytes, bytes], list[_KnownBody]] = {}
         self._known_count = 0
         self._known: _KnownBody | None = None
+        self._raw_texts: dict[tuple[int, str, str], list[_KnownRaw]] = {}
+        self._raw_count = 0
 
     # -- the repeated-body fast path ---------------------------------------------------------------
     #
@@ -259,6 +272,22 @@ class LineParser:
         self._body_texts.setdefault(_fingerprint(parts[1]), []).append(known)
         self._known_count += 1
         return known, len(parts[0])
+
+    def _known_raw(self, body_b64: str) -> _KnownRaw:
+        """The decoded bytes of a ``body_b64`` text (and their CRC), from the cache when met before;
+        :class:`_Reject` when it is not valid base64."""
+        key = (len(body_b64), body_b64[:96], body_b64[-96:])
+        for known in self._raw_texts.get(key, ()):
+            if known.text == body_b64:
+                return known
+        raw = _b64(body_b64, "body_b64")
+        if self._raw_count >= self._MAX_KNOWN_BODIES:
+            self._raw_texts.clear()
+            self._raw_count = 0
+        known = _KnownRaw(body_b64, raw, body_crc32(raw))
+        self._raw_texts.setdefault(key, []).append(known)
+        self._raw_count += 1
+        return known
 
     def _canonical_body(self, body: object) -> bytes:
         """Canonical JSON of the line's body object, from the fast-path cache when it is that body."""
@@ -432,13 +461,16 @@ class LineParser:
     def _register_body(self, event: dict[str, Any], ext: Mapping[str, str], body: object, body_b64: str | None) -> DecodedBody | None:
         version = event["version"]
         if body_b64 is not None:
-            raw = _b64(body_b64, "body_b64")
+            known_raw = self._known_raw(body_b64)
+            raw = known_raw.raw
             crc = int(ext.get("bodyCrc32", "0"))
-            if crc != 0 and crc != body_crc32(raw):
-                raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({body_crc32(raw)})")
+            if crc != 0 and crc != known_raw.crc:
+                raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
             compressed = ext.get("compressed") == "true"
             encoding = "compressed" if compressed else ("legacy_wrapper" if version < 37 else "json")
-            body_id = _digest(b"raw", encoding.encode(), raw)
+            body_id = known_raw.ids.get(encoding)
+            if body_id is None:
+                body_id = known_raw.ids[encoding] = _digest(b"raw", encoding.encode(), raw)
             return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_register_body(raw, compressed=compressed, version=version), len(raw)))
         if body is None:
             return None

@@ -67,3 +67,30 @@ def test_small_bodies_and_lines_without_a_trailing_body_stay_whole() -> None:
     got = rows([register(1, body=small).encode(), register(2, body=small).encode(), reordered])
     assert [r.get("body_ref") for r in got] == [None, None, None]
     assert [r["status"] for r in got] == ["accepted"] * 3
+
+
+def test_a_body_holding_a_member_named_body_is_cut_at_the_top_level() -> None:
+    # a topic named "body" puts ',"body":' inside the body too; the cut is the record's own member
+    named_body = RegisterBody(BIG.data_version, (TopicConfig("a-topic", 8, 8, 6, 0), TopicConfig("body", 8, 8, 6, 0), *BIG.topic_configs), ())
+    texts = [register(1732147200000 + 30_000 * i, body=named_body).encode() for i in range(2)]
+    assert texts[0].count(b',"body":') == 2
+    got = rows(texts)
+    assert [r.get("body_ref") is not None for r in got] == [True, True]
+    body_text = got[0]["body_text"]
+    assert json.loads(body_text) == encode_json_register_body(named_body)
+    for row, text in zip(got, texts):
+        assert exact_line(row["line"], body_text).encode() == text
+        alone = parser().parse(text.decode())
+        assert isinstance(alone, Accepted) and {k: row[k] for k in alone.event} == alone.event
+
+
+def test_a_repeated_top_level_body_member_keeps_the_line_whole_and_the_last_value() -> None:
+    # JSON's last-member-wins: the parse must match a full parse, and no cut may lose the first member
+    big = json.dumps(encode_json_register_body(BIG), separators=(",", ":"))
+    head = register(1732147200000)[:-1].rsplit(',"body":', 1)[0]
+    twice = f'{head},"body":{{"filterServerList":[]}},"body":{big}}}'.encode()
+    got = rows([register(1732147190000).encode(), twice])  # the first line teaches the parser the body text
+    alone = parser().parse(twice.decode())
+    assert isinstance(alone, Accepted)
+    assert got[1].get("body_ref") is None and got[1]["line"] == twice.decode()
+    assert {k: got[1][k] for k in alone.event} == alone.event
