@@ -167,6 +167,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     else:
         read = spark.createDataFrame([], READ_LINE)
     parsed = read.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date)).persist(StorageLevel.MEMORY_AND_DISK)
+    cached = [parsed]
     try:
         by_status: dict[str, int] = {}
         by_reason: dict[str, int] = {}
@@ -183,16 +184,22 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         clock.lap("write bronze")
         events_all = accepted_events(parsed)
         existing_ids = _existing_record_ids(warehouse, events_all)
-        if duplicate_ids(events_all, existing_ids).isEmpty():  # the usual case: no wide shuffle to drop nothing
-            events = as_events(events_all).persist(StorageLevel.MEMORY_AND_DISK)
+        if duplicate_ids(events_all, existing_ids).isEmpty():
+            # the usual case: no wide shuffle to drop nothing, and the events are a projection of the
+            # cached lines, cheap to scan again (a cache of their own would copy them once more)
+            events, events_cached = as_events(events_all), False
         else:
-            events = new_events(events_all, existing_ids).persist(StorageLevel.MEMORY_AND_DISK)
+            events, events_cached = new_events(events_all, existing_ids).persist(StorageLevel.MEMORY_AND_DISK), True
+            cached.append(events)
         bodies = new_bodies(parsed, warehouse.read(TOPIC_CONFIGS).select("body_id"), run_id).persist(StorageLevel.MEMORY_AND_DISK)
-        n_events, n_bodies = events.count(), bodies.count()
-        clock.lap("dedup, bodies")
-        window = events.agg(F.min("ts"), F.max("ts")).first() if n_events else (None, None)
+        cached.append(bodies)
         lines_read = sum(by_status.values())
         accepted_total = by_status.get("accepted", 0)
+        # without duplicates every accepted line is a new event: the count is known already
+        n_events, n_bodies = (events.count() if events_cached else accepted_total), bodies.count()
+        clock.lap("dedup, bodies")
+        spans = {r.namesrv: (r.first, r.last) for r in events.groupBy("namesrv").agg(F.min("ts").alias("first"), F.max("ts").alias("last")).collect()} if n_events else {}  # one row per NameServer
+        window = (min(f for f, _ in spans.values()), max(t for _, t in spans.values())) if spans else (None, None)
         metrics = RunMetrics(lines_read, n_events, accepted_total - n_events, by_status.get("quarantined", 0))
         report = validate_ingest(
             spark,
@@ -204,6 +211,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             max_queue_nums=settings.quality.max_queue_nums,
             max_perm=settings.quality.max_perm,
             max_quarantine_ratio=settings.quality.max_quarantine_ratio,
+            events_cheap=not events_cached,
         )
         clock.lap("great expectations")
         warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), commit)
@@ -218,8 +226,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             if file_rows:
                 warehouse.append(INGEST_FILES, spark.createDataFrame(file_rows, INGEST_FILES.schema), commit)
             if n_events:
-                earliest = {r.namesrv: r.first for r in events.groupBy("namesrv").agg(F.min("ts").alias("first")).collect()}  # one row per NameServer
-                stale = tuple(mark_stale(spark, warehouse, earliest, run_id))
+                stale = tuple(mark_stale(spark, warehouse, {ns: first for ns, (first, _) in spans.items()}, run_id))
         clock.lap("write silver")
         result = IngestResult(
             run_id=run_id,
@@ -249,4 +256,5 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             raise IngestQualityError(report)
         return result
     finally:
-        parsed.unpersist()
+        for frame in cached:
+            frame.unpersist()

@@ -72,12 +72,14 @@ def _rule_expectation(gx: Any, rule: RowRule) -> Any:
     return gx.expectations.ExpectColumnValuesToBeBetween(column=rule.column, min_value=rule.min_value, max_value=rule.max_value)
 
 
-def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterable[Any], run_id: str) -> list[dict[str, Any]]:
+def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterable[Any], run_id: str, *, cheap: bool = False) -> list[dict[str, Any]]:
+    """Run the expectations over ``df`` and return ``silver.quality_results`` rows. ``df`` is cached
+    for the validation unless it is cached already or ``cheap`` (a projection of a cached frame)."""
     gx = _gx()
     source = context.data_sources.add_or_update_spark(name="nsreplay")
     asset = source.add_dataframe_asset(name=suite_name)
     # Each expectation's metrics are separate Spark jobs: compute the frame once, not once per metric.
-    own_cache = not df.storageLevel.useMemory and not df.storageLevel.useDisk
+    own_cache = not cheap and not df.storageLevel.useMemory and not df.storageLevel.useDisk
     cached = df.persist(StorageLevel.MEMORY_AND_DISK) if own_cache else df
     try:
         batch = asset.add_batch_definition_whole_dataframe(f"{suite_name}:run").get_batch(batch_parameters={"dataframe": cached})
@@ -121,15 +123,17 @@ def validate_ingest(
     max_queue_nums: int,
     max_perm: int,
     max_quarantine_ratio: float,
+    events_cheap: bool = False,
 ) -> QualityReport:
-    """Validate the new silver rows of one ingest run; ``passed`` False means: write nothing."""
+    """Validate the new silver rows of one ingest run; ``passed`` False means: write nothing.
+    ``events_cheap``: the events are a projection of a cached frame (they are not cached again)."""
     gx = _gx()
     context = _context()
     e = gx.expectations
     event_checks = [_rule_expectation(gx, rule) for rule in rules]
     event_checks += [e.ExpectColumnValuesToNotBeNull(column=c) for c in ("namesrv", "ts", "kind", "record_id")]
     event_checks.append(e.ExpectColumnValuesToBeUnique(column="record_id"))
-    rows = _validate(context, "silver.events", events, event_checks, run_id)
+    rows = _validate(context, "silver.events", events, event_checks, run_id, cheap=events_cheap)
 
     configs = bodies.select(F.explode("topic_configs").alias("c")).select("c.*")
     config_checks = [e.ExpectColumnValuesToBeBetween(column=c, min_value=0, max_value=max_queue_nums) for c in ("read_queue_nums", "write_queue_nums")]
