@@ -248,7 +248,7 @@ def bench_rebuild(captures: str, *, warehouse: str | None = None, master: str | 
         files=len(files), capture_bytes=sum(f.size_bytes for f in files), lines=lines, floor_seconds=floor,
         ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=sampled,
         mismatched_ticks=mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
-        driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, "replay and publish": replay_seconds},
+        driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, **{f"replay: {k}": v for k, v in replay.stages.items()}},
     )
 
 

@@ -65,7 +65,8 @@ def validate_replay(spark: SparkSession, *, run_id: str, tables: Mapping[str, Da
         ],
         run_id,
     )
-    changes = tables[ROUTE_CHANGES.name].where(F.col("run_id") == run_id)
+    # only the columns the expectations read: the change values (before/after) are most of the bytes
+    changes = tables[ROUTE_CHANGES.name].where(F.col("run_id") == run_id).select("namesrv", "op", "phase", "cause", "tick_ts", "ts")
     rows += _validate(
         context,
         "gold.route_changes",
