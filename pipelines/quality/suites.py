@@ -22,6 +22,8 @@ from pipelines.quality.rules import RowRule
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
+UNEXPECTED_SAMPLES = 5  # unexpected values kept per failed expectation (silver.quality_results.details)
+
 
 @dataclass(frozen=True)
 class QualityReport:
@@ -87,8 +89,11 @@ def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterab
         for expectation in expectations:
             suite.add_expectation(expectation)
         # BASIC: counts and a sample of unexpected values (all that is stored), without SUMMARY's
-        # per-value tallies, which cost every expectation another Spark job.
-        result = batch.validate(suite, result_format="BASIC")
+        # per-value tallies. The sample is a Spark job per expectation that finds nothing when the
+        # expectation holds, so it is only asked for when some expectation failed (a second pass).
+        result = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+        if not result.success:
+            result = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": UNEXPECTED_SAMPLES})
     finally:
         if own_cache:
             cached.unpersist()
@@ -106,7 +111,7 @@ def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterab
                 "element_count": res.get("element_count"),
                 "unexpected_count": res.get("unexpected_count"),
                 "unexpected_percent": res.get("unexpected_percent"),
-                "details": json.dumps({"sample": partial[:5] if partial else None, "observed": res.get("observed_value")}, default=str),
+                "details": json.dumps({"sample": partial[:UNEXPECTED_SAMPLES] if partial else None, "observed": res.get("observed_value")}, default=str),
             }
         )
     return rows
