@@ -163,11 +163,13 @@ def _b64(text: str, what: str) -> bytes:
 @dataclass(frozen=True)
 class _KnownBody:
     """A body met before: its text exactly as in the line, its value (never mutated: shared between
-    lines), its canonical JSON and the ids computed from it so far (hashing 40 KB per line is not free)."""
+    lines), the member it is the value of (``body`` or ``body_b64``), its canonical JSON (``body``
+    only) and the ids computed from it so far (hashing 40 KB per line is not free)."""
 
     text: bytes
     value: object
-    canonical: bytes
+    member: str
+    canonical: bytes = b""
     ids: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -182,7 +184,8 @@ class _KnownBody:
 @dataclass(frozen=True)
 class ParsedLine:
     """The verdict on a line given as bytes, and the body text bronze may store apart from it:
-    ``stored`` is set when the line is ``line[:prefix_bytes] + ',"body":' + stored.text + '}'``."""
+    ``stored`` is set when the line is ``line[:prefix_bytes] + MARK + stored.text + '}'``, MARK being
+    ``,"body":`` or ``,"body_b64":`` (``stored.member``)."""
 
     verdict: Accepted | Rejected
     stored: _KnownBody | None = None
@@ -214,22 +217,25 @@ class LineParser:
         self._bodies: dict[str, DecodedBody | _Reject] = {}
         self._body_texts: dict[tuple[int, bytes, bytes], list[_KnownBody]] = {}
         self._known_count = 0
+        self._known_bytes = 0
         self._known: _KnownBody | None = None
         self._raw_texts: dict[tuple[int, str, str], list[_KnownRaw]] = {}
         self._raw_count = 0
+        self._raw_bytes = 0
 
     # -- the repeated-body fast path ---------------------------------------------------------------
     #
     # Brokers resend the same body every 30 s, and it is most of the line. A line of the form
-    # PREFIX + ',"body":' + TAIL + '}' whose TAIL is byte-identical to a JSON value already parsed
-    # is read by parsing only PREFIX + '}' and reusing that value. This is exact: the quote after the
-    # comma is unescaped, so ',"body":' cannot lie inside a string of a valid line; if PREFIX + '}'
-    # is a valid object, the comma is at the top level, the line is that object plus a last member
-    # "body" whose value is the known TAIL (a later duplicate key wins, as in a full parse), and any
-    # line this does not fit is parsed in full. Only bodies of STORED_BODY_MIN_BYTES or more are
+    # PREFIX + ',"body":' + TAIL + '}' (or ',"body_b64":') whose TAIL is byte-identical to a JSON value
+    # already parsed is read by parsing only PREFIX + '}' and reusing that value. This is exact: the
+    # quote after the comma is unescaped, so the mark cannot lie inside a string of a valid line; if
+    # PREFIX + '}' is a valid object, the comma is at the top level, the line is that object plus a
+    # last member whose value is the known TAIL (a later duplicate key wins, as in a full parse), and
+    # any line this does not fit is parsed in full. Only bodies of STORED_BODY_MIN_BYTES or more are
     # remembered: those are the ones worth it, and the ones bronze stores apart (bronze_form).
 
     _MAX_KNOWN_BODIES = 4096
+    _MAX_KNOWN_BYTES = 64 * 1024 * 1024  # per cache: what a task may hold of texts met before
 
     def _find_body(self, tail: bytes) -> _KnownBody | None:
         for known in self._body_texts.get(_fingerprint(tail), ()):
@@ -242,7 +248,7 @@ class LineParser:
         if parts is None or len(parts[1]) < STORED_BODY_MIN_BYTES:
             return None
         known = self._find_body(parts[1])
-        if known is None:
+        if known is None or known.member != parts[2]:
             return None
         try:
             obj = orjson.loads(parts[0] + b"}")  # orjson checks the bytes are UTF-8
@@ -250,28 +256,31 @@ class LineParser:
             return None
         if not isinstance(obj, dict):
             return None
-        obj["body"] = known.value
+        obj[known.member] = known.value
         return obj, known, len(parts[0])
 
     def _learn_body_text(self, data: bytes, obj: dict[str, Any]) -> tuple[_KnownBody, int] | None:
-        if not isinstance(obj.get("body"), dict):
-            return None
         parts = split_body(data)
         if parts is None or len(parts[1]) < STORED_BODY_MIN_BYTES:
             return None
+        prefix, tail, member = parts
+        current = obj.get(member)
+        if not isinstance(current, dict if member == "body" else str):
+            return None
         try:
-            value = orjson.loads(parts[1])
+            value = orjson.loads(tail)
         except orjson.JSONDecodeError:
             return None
-        if value != obj["body"]:
+        if value != current:
             return None
-        if self._known_count >= self._MAX_KNOWN_BODIES:
+        if self._known_count >= self._MAX_KNOWN_BODIES or self._known_bytes >= self._MAX_KNOWN_BYTES:
             self._body_texts.clear()
-            self._known_count = 0
-        known = _KnownBody(parts[1], obj["body"], _canonical(obj["body"]))
-        self._body_texts.setdefault(_fingerprint(parts[1]), []).append(known)
+            self._known_count = self._known_bytes = 0
+        known = _KnownBody(tail, current, member, _canonical(current) if member == "body" else b"")
+        self._body_texts.setdefault(_fingerprint(tail), []).append(known)
         self._known_count += 1
-        return known, len(parts[0])
+        self._known_bytes += len(tail)
+        return known, len(prefix)
 
     def _known_raw(self, body_b64: str) -> _KnownRaw:
         """The decoded bytes of a ``body_b64`` text (and their CRC), from the cache when met before;
@@ -281,12 +290,13 @@ class LineParser:
             if known.text == body_b64:
                 return known
         raw = _b64(body_b64, "body_b64")
-        if self._raw_count >= self._MAX_KNOWN_BODIES:
+        if self._raw_count >= self._MAX_KNOWN_BODIES or self._raw_bytes >= self._MAX_KNOWN_BYTES:
             self._raw_texts.clear()
-            self._raw_count = 0
+            self._raw_count = self._raw_bytes = 0
         known = _KnownRaw(body_b64, raw, body_crc32(raw))
         self._raw_texts.setdefault(key, []).append(known)
         self._raw_count += 1
+        self._raw_bytes += len(body_b64) + len(raw)
         return known
 
     def _canonical_body(self, body: object) -> bytes:

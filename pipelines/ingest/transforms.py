@@ -219,7 +219,8 @@ def whole_lines(lines: DataFrame, bodies: DataFrame) -> DataFrame:
     """``bronze.captures_raw`` rows with ``line`` rebuilt whole from ``bronze.capture_bodies`` (the SQL
     form of :func:`pipelines.ingest.bronze_form.exact_line`); ``body_ref`` is kept."""
     texts = bodies.select("body_ref", F.col("body_text").alias("_body_text"))
-    rebuilt = F.concat(F.expr("substring(line, 1, char_length(line) - 1)"), F.lit(',"body":'), F.col("_body_text"), F.lit("}"))
+    mark = F.when(F.col("_body_text").startswith('"'), F.lit(',"body_b64":')).otherwise(F.lit(',"body":'))
+    rebuilt = F.concat(F.expr("substring(line, 1, char_length(line) - 1)"), mark, F.col("_body_text"), F.lit("}"))
     return (
         lines.join(texts, on="body_ref", how="left")
         .withColumn("line", F.when(F.col("body_ref").isNull(), F.col("line")).otherwise(rebuilt))

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import json
 
-from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConfig, encode_json_register_body
+import base64
+
+from nsreplay.protocol.register_body import (
+    DataVersion,
+    RegisterBody,
+    TopicConfig,
+    body_crc32,
+    encode_compressed_register_body,
+    encode_json_register_body,
+)
 from pipelines.ingest.bronze_form import exact_line, split_body
 from pipelines.ingest.capture_reader import RawLine
-from pipelines.ingest.records import Accepted, LineParser, ParserLimits
+from pipelines.ingest.records import Accepted, LineParser, ParserLimits, Rejected
 from pipelines.ingest.transforms import ParseOptions, read_line_row
 from pipelines.quality.rules import event_rules, register_body_problem
 
@@ -94,3 +103,37 @@ def test_a_repeated_top_level_body_member_keeps_the_line_whole_and_the_last_valu
     assert isinstance(alone, Accepted)
     assert got[1].get("body_ref") is None and got[1]["line"] == twice.decode()
     assert {k: got[1][k] for k in alone.event} == alone.event
+
+
+def register_b64(ts: int, raw: bytes, crc: int) -> bytes:
+    """A REGISTER_BROKER whose body is given as compressed bytes (``body_b64``, the last member)."""
+    return json.dumps({
+        "namesrv": "10.0.0.10:9876", "ts": ts, "kind": "request", "code": 103, "version": 479, "opaque": 1, "conn": "c1",
+        "extFields": {"brokerName": "broker-a", "brokerAddr": "10.0.1.5:10911", "clusterName": "C", "brokerId": "0",
+                      "compressed": "true", "bodyCrc32": str(crc)},
+        "body_b64": base64.b64encode(raw).decode(),
+    }, separators=(",", ":")).encode()
+
+
+def test_repeated_body_b64_texts_are_split_off_too_and_checked_on_every_line() -> None:
+    import hashlib
+
+    varied = RegisterBody(BIG.data_version, tuple(TopicConfig(hashlib.sha1(b"%d" % i).hexdigest(), 8, 8, 6, 0) for i in range(40)), ())
+    raw = encode_compressed_register_body(varied)  # topic names that do not compress away: over 1 KiB of base64
+    assert len(base64.b64encode(raw)) >= 1024
+    texts = [register_b64(1732147200000 + 30_000 * i, raw, body_crc32(raw)) for i in range(3)]
+    texts.append(register_b64(1732147290000, raw, body_crc32(raw) ^ 1))  # same bytes, a wrong CRC in the header
+    got = rows(texts)
+    assert [r.get("body_ref") is not None for r in got] == [True] * 4
+    assert len({r["body_ref"] for r in got}) == 1
+    body_text = got[0]["body_text"]
+    assert body_text == json.dumps(base64.b64encode(raw).decode()) and json.loads(got[0]["line"]).get("body_b64") is None
+    for row, text in zip(got, texts):
+        assert exact_line(row["line"], body_text).encode() == text
+        alone = parser().parse(text.decode())  # a fresh parser: the full parse of the line
+        if isinstance(alone, Accepted):
+            assert row["status"] == "accepted" and {k: row[k] for k in alone.event} == alone.event
+        else:
+            assert isinstance(alone, Rejected) and (row["status"], row["reason"]) == ("quarantined", alone.reason)
+    assert [r["status"] for r in got] == ["accepted"] * 3 + ["quarantined"]
+    assert got[3]["reason"] == "crc_mismatch" and got[3]["raw_text"] == texts[3].decode()

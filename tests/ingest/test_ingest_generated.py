@@ -64,7 +64,7 @@ def test_bronze_keeps_every_line_exactly_and_each_repeated_body_text_once(spark,
         for line in read_capture_file(f.path, open_capture, max_line_bytes=settings.max_line_bytes, keep_bytes=settings.quarantine_keep_bytes)
     ]
     assert_df_equality(got, spark.createDataFrame(read, got.schema), ignore_row_order=True, ignore_nullable=True)
-    # split: exactly the lines whose last member is a JSON object "body" of 1 KiB or more
+    # split: exactly the lines whose last member is a "body" object or "body_b64" string of 1 KiB or more
     split = lines.where(F.col("body_ref").isNotNull())
     want_split = [(path, no) for path, no, text, _, raw, error in read if raw is None and error is None and _has_big_body(text)]
     assert_df_equality(split.select("source_file", "line_no"), spark.createDataFrame(want_split, "source_file string, line_no long"),
@@ -75,10 +75,19 @@ def test_bronze_keeps_every_line_exactly_and_each_repeated_body_text_once(spark,
 
 
 def _has_big_body(text: str) -> bool:
-    at = text.find(',"body":')  # bronze cuts at the first mark (pipelines.ingest.bronze_form.split_body)
+    """The line ends with a member "body" (a JSON object) or "body_b64" (a string) whose text is
+    1 KiB or more, found at the first such mark (pipelines.ingest.bronze_form.split_body)."""
     try:
         record = json.loads(text)
     except ValueError:
         return False
-    return (at > 0 and isinstance(record, dict) and list(record)[-1] == "body" and isinstance(record["body"], dict)
-            and len(text[at + 8 : -1].encode()) >= 1024)
+    if not isinstance(record, dict) or not record:
+        return False
+    found = [(text.find(mark), member, mark) for member, mark in (("body", ',"body":'), ("body_b64", ',"body_b64":"')) if mark in text]
+    if not found:
+        return False
+    at, member, mark = min(found)
+    if list(record)[-1] != member or not isinstance(record[member], dict if member == "body" else str):
+        return False
+    tail = text[at + len(mark) - (member == "body_b64") : -1]  # a body_b64 text keeps its opening quote
+    return len(tail.encode()) >= 1024
