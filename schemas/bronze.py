@@ -2,7 +2,8 @@
 
 Each line is kept exactly, with a repeated register body stored once (see
 ``pipelines.ingest.bronze_form``): ``line`` is either the whole line (``body_ref`` null) or the line
-without its ``body`` member, whose text is ``bronze.capture_bodies.body_text`` for that ``body_ref``.
+without its ``body`` (or ``body_b64``) member, whose text is ``bronze.capture_bodies.body_text`` for
+that ``body_ref`` (a ``body_b64`` text is stored as its JSON string, quotes included).
 The SQL view ``capture_lines`` (``nsreplay.sql``) gives every line whole.
 """
 
