@@ -78,7 +78,9 @@ def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterab
     """Run the expectations over ``df`` and return ``silver.quality_results`` rows. ``df`` is cached
     for the validation unless it is cached already or ``cheap`` (a projection of a cached frame)."""
     gx = _gx()
-    source = context.data_sources.add_or_update_spark(name="nsreplay")
+    # persist=False: GE would otherwise cache every batch frame, and never release it; the caching
+    # is decided here (a frame that is cheap to scan again, such as a projection of a cache, is not)
+    source = context.data_sources.add_or_update_spark(name="nsreplay", persist=False)
     asset = source.add_dataframe_asset(name=suite_name)
     # Each expectation's metrics are separate Spark jobs: compute the frame once, not once per metric.
     own_cache = not cheap and not df.storageLevel.useMemory and not df.storageLevel.useDisk
