@@ -110,9 +110,9 @@ def _is_int(value: object) -> bool:
 
 
 def _require(obj: Mapping[str, Any], key: str, check: Callable[[object], bool], what: str, prefix: str = "") -> Any:
-    if key not in obj or obj[key] is None:
+    value = obj.get(key)
+    if value is None:
         raise _Reject("missing_field", f"{prefix}{key} is missing")
-    value = obj[key]
     if not check(value):
         raise _Reject("wrong_type", f"{prefix}{key} must be {what}, got {type(value).__name__}")
     return value
@@ -127,6 +127,10 @@ def _optional(obj: Mapping[str, Any], key: str, check: Callable[[object], bool],
 
 def _int_in(low: int, high: int) -> Callable[[object], bool]:
     return lambda v: _is_int(v) and low <= v <= high  # type: ignore[operator]
+
+
+_IS_INT32 = _int_in(*INT32)
+_IS_INT64 = _int_in(*INT64)
 
 
 def _is_str(v: object) -> bool:
@@ -363,9 +367,9 @@ class LineParser:
     def _record(self, obj: dict[str, Any]) -> Accepted:
         event: dict[str, Any] = {
             "namesrv": _require(obj, "namesrv", _is_str, "a string"),
-            "ts": _require(obj, "ts", _int_in(*INT64), "an integer"),
+            "ts": _require(obj, "ts", _IS_INT64, "an integer"),
             "kind": _require(obj, "kind", _is_str, "a string"),
-            "seq": _optional(obj, "seq", _int_in(*INT64), "an integer"),
+            "seq": _optional(obj, "seq", _IS_INT64, "an integer"),
         }
         kind = event["kind"]
         if kind not in KINDS:
@@ -384,10 +388,10 @@ class LineParser:
         return Accepted(event, new_body)
 
     def _request(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> DecodedBody | None:
-        code = _require(obj, "code", _int_in(*INT32), "an integer")
+        code = _require(obj, "code", _IS_INT32, "an integer")
         event["code"] = code
-        event["version"] = _require(obj, "version", _int_in(*INT32), "an integer")
-        event["opaque"] = _require(obj, "opaque", _int_in(*INT32), "an integer")
+        event["version"] = _require(obj, "version", _IS_INT32, "an integer")
+        event["opaque"] = _require(obj, "opaque", _IS_INT32, "an integer")
         event["conn"] = _require(obj, "conn", _is_str, "a string")
         ext = _require(obj, "extFields", _is_obj, "an object")
         for key, value in ext.items():
@@ -416,10 +420,10 @@ class LineParser:
         return None
 
     def _response(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> None:
-        event["code"] = _require(obj, "code", _int_in(*INT32), "an integer")
-        event["opaque"] = _require(obj, "opaque", _int_in(*INT32), "an integer")
+        event["code"] = _require(obj, "code", _IS_INT32, "an integer")
+        event["opaque"] = _require(obj, "opaque", _IS_INT32, "an integer")
         event["conn"] = _require(obj, "conn", _is_str, "a string")
-        event["version"] = _optional(obj, "version", _int_in(*INT32), "an integer")
+        event["version"] = _optional(obj, "version", _IS_INT32, "an integer")
         event["remark"] = _optional(obj, "remark", _is_str, "a string")
         body = _optional(obj, "body", lambda v: isinstance(v, (dict, list)), "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")

@@ -42,14 +42,31 @@ class RowRule:
         return self.max_value is None or value <= self.max_value
 
 
+_MATCHERS: dict[str, Callable[[str], bool]] = {}
+_MEMO_VALUES = 65536  # per regex: the same few addresses come back on every line
+
+
 def _matcher(regex: str) -> Callable[[str], bool]:
+    """A memoizing match function for ``regex`` (one per regex per process)."""
+    found = _MATCHERS.get(regex)
+    if found is not None:
+        return found
     compiled = _ADDRESS if regex == ADDRESS_REGEX else re.compile(regex)
+    seen: dict[str, bool] = {}
 
     def match(value: str) -> bool:
+        known = seen.get(value)
+        if known is not None:
+            return known
         m = compiled.match(value)
-        return m is not None and (regex != ADDRESS_REGEX or int(m.group(2)) <= 65535)
+        verdict = m is not None and (regex != ADDRESS_REGEX or int(m.group(2)) <= 65535)
+        if len(seen) >= _MEMO_VALUES:
+            seen.clear()
+        seen[value] = verdict
+        return verdict
 
-    return match
+    found = _MATCHERS[regex] = match
+    return found
 
 
 def event_rules(*, min_ts: int, max_ts: int) -> tuple[RowRule, ...]:
