@@ -25,7 +25,7 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 import orjson
 
@@ -62,6 +62,7 @@ INTEGER_HEADER = ("brokerId", "bodyCrc32", "heartbeatTimeoutMillis")
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -196,9 +197,38 @@ class ParsedLine:
     prefix_bytes: int = 0
 
 
-def _fingerprint(text: bytes) -> tuple[int, bytes, bytes]:
+def _fingerprint(text: bytes | str) -> tuple[int, bytes | str, bytes | str]:
     """A cheap key for a body text; equal texts have equal keys (candidates are then compared whole)."""
     return len(text), text[:96], text[-96:]
+
+
+class _TextCache(Generic[_T]):
+    """Entries remembered by the text they were made from (looked up by :func:`_fingerprint`, then
+    compared whole), bounded in entries and bytes: when either bound is reached it starts afresh."""
+
+    MAX_ENTRIES = 4096
+    MAX_BYTES = 64 * 1024 * 1024  # what one task may hold of texts met before
+
+    def __init__(self, text_of: Callable[[_T], bytes | str]) -> None:
+        self._text_of = text_of
+        self._entries: dict[tuple[int, bytes | str, bytes | str], list[_T]] = {}
+        self._count = 0
+        self._bytes = 0
+
+    def find(self, text: bytes | str) -> _T | None:
+        for entry in self._entries.get(_fingerprint(text), ()):
+            if self._text_of(entry) == text:
+                return entry
+        return None
+
+    def add(self, entry: _T, nbytes: int) -> _T:
+        if self._count >= self.MAX_ENTRIES or self._bytes >= self.MAX_BYTES:
+            self._entries.clear()
+            self._count = self._bytes = 0
+        self._entries.setdefault(_fingerprint(self._text_of(entry)), []).append(entry)
+        self._count += 1
+        self._bytes += nbytes
+        return entry
 
 
 @dataclass(frozen=True)
@@ -219,13 +249,9 @@ class LineParser:
         self._limits = limits
         self._body_rule = body_rule
         self._bodies: dict[str, DecodedBody | _Reject] = {}
-        self._body_texts: dict[tuple[int, bytes, bytes], list[_KnownBody]] = {}
-        self._known_count = 0
-        self._known_bytes = 0
+        self._body_texts: _TextCache[_KnownBody] = _TextCache(lambda known: known.text)
         self._known: _KnownBody | None = None
-        self._raw_texts: dict[tuple[int, str, str], list[_KnownRaw]] = {}
-        self._raw_count = 0
-        self._raw_bytes = 0
+        self._raw_texts: _TextCache[_KnownRaw] = _TextCache(lambda known: known.text)
 
     # -- the repeated-body fast path ---------------------------------------------------------------
     #
@@ -238,20 +264,11 @@ class LineParser:
     # any line this does not fit is parsed in full. Only bodies of STORED_BODY_MIN_BYTES or more are
     # remembered: those are the ones worth it, and the ones bronze stores apart (bronze_form).
 
-    _MAX_KNOWN_BODIES = 4096
-    _MAX_KNOWN_BYTES = 64 * 1024 * 1024  # per cache: what a task may hold of texts met before
-
-    def _find_body(self, tail: bytes) -> _KnownBody | None:
-        for known in self._body_texts.get(_fingerprint(tail), ()):
-            if known.text == tail:
-                return known
-        return None
-
     def _known_body_line(self, data: bytes) -> tuple[dict[str, Any], _KnownBody, int] | None:
         parts = split_body(data)
         if parts is None or len(parts[1]) < STORED_BODY_MIN_BYTES:
             return None
-        known = self._find_body(parts[1])
+        known = self._body_texts.find(parts[1])
         if known is None or known.member != parts[2]:
             return None
         try:
@@ -277,31 +294,17 @@ class LineParser:
             return None
         if value != current:
             return None
-        if self._known_count >= self._MAX_KNOWN_BODIES or self._known_bytes >= self._MAX_KNOWN_BYTES:
-            self._body_texts.clear()
-            self._known_count = self._known_bytes = 0
-        known = _KnownBody(tail, current, member, _canonical(current) if member == "body" else b"")
-        self._body_texts.setdefault(_fingerprint(tail), []).append(known)
-        self._known_count += 1
-        self._known_bytes += len(tail)
+        known = self._body_texts.add(_KnownBody(tail, current, member, _canonical(current) if member == "body" else b""), len(tail))
         return known, len(prefix)
 
     def _known_raw(self, body_b64: str) -> _KnownRaw:
         """The decoded bytes of a ``body_b64`` text (and their CRC), from the cache when met before;
         :class:`_Reject` when it is not valid base64."""
-        key = (len(body_b64), body_b64[:96], body_b64[-96:])
-        for known in self._raw_texts.get(key, ()):
-            if known.text == body_b64:
-                return known
+        known = self._raw_texts.find(body_b64)
+        if known is not None:
+            return known
         raw = _b64(body_b64, "body_b64")
-        if self._raw_count >= self._MAX_KNOWN_BODIES or self._raw_bytes >= self._MAX_KNOWN_BYTES:
-            self._raw_texts.clear()
-            self._raw_count = self._raw_bytes = 0
-        known = _KnownRaw(body_b64, raw, body_crc32(raw))
-        self._raw_texts.setdefault(key, []).append(known)
-        self._raw_count += 1
-        self._raw_bytes += len(body_b64) + len(raw)
-        return known
+        return self._raw_texts.add(_KnownRaw(body_b64, raw, body_crc32(raw)), len(body_b64) + len(raw))
 
     def _canonical_body(self, body: object) -> bytes:
         """Canonical JSON of the line's body object, from the fast-path cache when it is that body."""
