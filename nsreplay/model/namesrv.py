@@ -19,7 +19,7 @@ Rules of thumb the code follows everywhere:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, TypeVar
 
 from nsreplay.model.javamap import JavaMap, java_string_hash
 from nsreplay.model.requests import (
@@ -91,6 +91,8 @@ class RequestCode:
     ADD_WRITE_PERM_OF_BROKER = 327
     BROKER_HEARTBEAT = 904
 
+
+_V = TypeVar("_V")
 
 # Table flavour and initial table sizes per profile (spec §1): addrs, clusters, live.
 _TABLE_LAYOUT: dict[str, tuple[str, int, int, int]] = {
@@ -263,15 +265,16 @@ class NameServer:
             profile=self._profile,
             topicQueueTable=self._frozen_topics(base),
             brokerAddrTable=self._frozen_groups(base),
-            clusterAddrTable=FrozenDict({c: frozenset(n) for c, n in self._clusters.ordered_items()}),
-            brokerLiveTable=FrozenDict(self._live.ordered_items()),
-            filterServerTable=FrozenDict(self._filters),
-            orderTopicConf=FrozenDict(self._order_topic_conf),
+            clusterAddrTable=self._table_or(base, "clusterAddrTable", lambda: FrozenDict({c: frozenset(n) for c, n in self._clusters.ordered_items()})),
+            brokerLiveTable=self._table_or(base, "brokerLiveTable", lambda: FrozenDict(self._live.ordered_items())),
+            filterServerTable=self._table_or(base, "filterServerTable", lambda: FrozenDict(self._filters)),
+            orderTopicConf=self._table_or(base, "orderTopicConf", lambda: FrozenDict(self._order_topic_conf)),
             config=self._config,
         )
         self._snapshot_version = self._version
         self._dirty_topics.clear()
         self._dirty_groups.clear()
+        self._dirty_tables.clear()
         return self._snapshot
 
     def changed_topics_since(self, snapshot: Snapshot) -> frozenset[str] | None:
@@ -303,6 +306,7 @@ class NameServer:
         self._snapshot_version = -1
         self._dirty_topics: set[str] = set()
         self._dirty_groups: set[str] = set()
+        self._dirty_tables: set[str] = set()  # the other tables changed since the last snapshot
         self._handlers = self._handlers_for_profile()
 
     def _apply_request(self, req: Request) -> Outcome:
@@ -649,6 +653,7 @@ class NameServer:
         value = header(req.ext, "value")
         if namespace == ORDER_TOPIC_CONFIG and self._order_topic_conf.get(key) != value:
             self._order_topic_conf[key] = value
+            self._dirty_tables.add("orderTopicConf")
             self._version += 1
         return _Reply()
 
@@ -658,13 +663,18 @@ class NameServer:
         key = header(req.ext, "key")
         if namespace == ORDER_TOPIC_CONFIG and key in self._order_topic_conf:
             del self._order_topic_conf[key]
+            self._dirty_tables.add("orderTopicConf")
             self._version += 1
         return _Reply()
 
     # ---------------------------------------------------------------------------- table mutators
     # Every change to a table goes through one of these; each bumps the version only on a real change.
 
-    def _changed(self) -> None:
+    def _changed(self, table: str | None = None) -> None:
+        """A real change; ``table`` names the changed table when it is not tracked by a finer dirty set
+        (topics and groups are), so :meth:`snapshot` rebuilds only what changed."""
+        if table is not None:
+            self._dirty_tables.add(table)
         self._version += 1
 
     def _table_add_to_cluster(self, cluster: str, name: str) -> None:
@@ -674,7 +684,7 @@ class NameServer:
             self._clusters[cluster] = names
         if name not in names:
             names.add(name)
-            self._changed()
+            self._changed("clusterAddrTable")
 
     def _table_remove_from_cluster(self, cluster: str, name: str) -> None:
         """Remove ``name`` from that cluster's set, dropping the cluster if it becomes empty."""
@@ -683,10 +693,10 @@ class NameServer:
             return
         if name in names:
             names.discard(name)
-            self._changed()
+            self._changed("clusterAddrTable")
         if not names:
             del self._clusters[cluster]
-            self._changed()
+            self._changed("clusterAddrTable")
 
     def _table_remove_from_first_cluster(self, name: str) -> None:
         """4.9 destroy: remove ``name`` from the first cluster set (Java order) that contains it."""
@@ -767,28 +777,37 @@ class NameServer:
     def _table_put_live(self, key: LiveKey, info: BrokerLiveInfo) -> None:
         if self._live.get(key) != info:
             self._live[key] = info
-            self._changed()
+            self._changed("brokerLiveTable")
 
     def _table_remove_live(self, key: LiveKey) -> bool:
         if self._live.pop(key, None) is None:
             return False
-        self._changed()
+        self._changed("brokerLiveTable")
         return True
 
     def _table_put_filters(self, key: LiveKey, filters: tuple[str, ...]) -> None:
         if self._filters.get(key) != filters:
             self._filters[key] = filters
-            self._changed()
+            self._changed("filterServerTable")
 
     def _table_remove_filters(self, key: LiveKey) -> None:
         if self._filters.pop(key, None) is not None:
-            self._changed()
+            self._changed("filterServerTable")
 
     # ---------------------------------------------------------------------------- snapshot helpers
+
+    def _table_or(self, base: Snapshot | None, table: str, build: Callable[[], _V]) -> _V:
+        """``base``'s copy of ``table`` when nothing changed that table since (shared, not copied),
+        else ``build()``."""
+        if base is not None and table not in self._dirty_tables:
+            return getattr(base, table)  # type: ignore[no-any-return]
+        return build()
 
     def _frozen_topics(self, base: Snapshot | None) -> FrozenDict[str, FrozenDict[str, QueueData]]:
         if base is None:
             return FrozenDict({t: FrozenDict(m) for t, m in self._topics.items()})
+        if not self._dirty_topics:
+            return base.topicQueueTable
         table = dict(base.topicQueueTable)
         for topic in self._dirty_topics:
             if topic in self._topics:
@@ -800,6 +819,8 @@ class NameServer:
     def _frozen_groups(self, base: Snapshot | None) -> FrozenDict[str, BrokerData]:
         if base is None:
             return FrozenDict({name: group.frozen() for name, group in self._addrs.items()})
+        if not self._dirty_groups:
+            return base.brokerAddrTable
         table = dict(base.brokerAddrTable)
         for name in self._dirty_groups:
             group = self._addrs.get(name)

@@ -32,6 +32,9 @@ operations = st.one_of(
     st.tuples(st.just("heartbeat"), st.sampled_from(CLUSTERS), st.sampled_from(ADDRS)),
     st.tuples(st.just("register_topic"), st.sampled_from(TOPICS), st.lists(st.sampled_from(NAMES + ["ghost"]),
                                                                             max_size=3)),
+    st.tuples(st.just("query_dv"), st.sampled_from(CLUSTERS), st.sampled_from(ADDRS), st.integers(0, 2)),
+    st.tuples(st.just("put_kv"), st.sampled_from(TOPICS), st.sampled_from(["broker-a:4", "broker-b:8"])),
+    st.tuples(st.just("delete_kv"), st.sampled_from(TOPICS)),
 )
 
 
@@ -53,6 +56,13 @@ def _record(op: tuple[Any, ...], ts: int, five: bool) -> dict[str, Any] | None:
         return R.request(ts, 205 if kind == "wipe" else 327, {"brokerName": op[1]})
     if kind == "heartbeat":
         return R.broker_heartbeat(ts, cluster=op[1], name="x", addr=op[2])
+    if kind == "query_dv":
+        _, cluster, addr, counter = op
+        return R.query_data_version(ts, cluster=cluster, name="x", addr=addr, dv=(counter, 1, counter))
+    if kind == "put_kv":
+        return R.request(ts, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": op[1], "value": op[2]})
+    if kind == "delete_kv":
+        return R.request(ts, 102, {"namespace": "ORDER_TOPIC_CONFIG", "key": op[1]})
     if kind == "register_topic":
         body = {"queueDatas": [{"brokerName": n, "perm": 6, "readQueueNums": 1, "writeQueueNums": 1} for n in op[2]]}
         return R.request(ts, 217, {"topic": op[1]}, body=body)
