@@ -22,6 +22,7 @@ belongs to one broker group, so rows of different units never collide:
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
+from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
@@ -57,7 +58,9 @@ def _live_key(key: object) -> list[Any]:
 _MISSING = object()
 
 
+@lru_cache(maxsize=1 << 16)
 def _key_json(table: str, key: Any) -> str:
+    """Canonical JSON of a table key (memoized: a unit's few keys change again and again)."""
     if table in ("brokerLiveTable", "filterServerTable"):
         return _json(_live_key(key))
     return _json(list(key) if isinstance(key, tuple) else [key])
@@ -70,26 +73,44 @@ def _value_json(table: str, value: Any) -> str:
     return _json(value)
 
 
-def _diff_entries(table: str, old: Mapping[Any, Any], new: Mapping[Any, Any]) -> Iterator[tuple[str, str, str, str | None, str | None]]:
+ValueTexts = dict[tuple[str, Any], tuple[Any, str]]
+"""(table, key) → (the value last serialized for that entry, its JSON): the value an entry had before
+a change is, as the very same object, the one serialized when it was put, so it is not serialized
+again."""
+
+
+def _diff_entries(
+    table: str, old: Mapping[Any, Any], new: Mapping[Any, Any], texts: ValueTexts
+) -> Iterator[tuple[str, str, str, str | None, str | None]]:
     """Changed entries of one table; values are compared as they are and serialized only if changed."""
     for key, value in new.items():
         prev = old.get(key, _MISSING)
         if prev is value or prev == value:
             continue
-        before = None if prev is _MISSING else _value_json(table, prev)
-        yield table, _key_json(table, key), "put", before, _value_json(table, value)
+        before = None if prev is _MISSING else _text_of(table, key, prev, texts)
+        after = _value_json(table, value)
+        texts[(table, key)] = (value, after)
+        yield table, _key_json(table, key), "put", before, after
     for key, value in old.items():
         if key not in new:
-            yield table, _key_json(table, key), "remove", _value_json(table, value), None
+            yield table, _key_json(table, key), "remove", _text_of(table, key, value, texts), None
+            texts.pop((table, key), None)
+
+
+def _text_of(table: str, key: Any, value: Any, texts: ValueTexts) -> str:
+    known = texts.get((table, key))
+    return known[1] if known is not None and known[0] is value else _value_json(table, value)
 
 
 def diff_snapshots(
-    before: Snapshot, after: Snapshot, topics: Iterable[str] | None = None
+    before: Snapshot, after: Snapshot, topics: Iterable[str] | None = None, texts: ValueTexts | None = None
 ) -> Iterator[tuple[str, str, str, str | None, str | None]]:
     """(table, key, op, before, after) for every entry that differs. Shared objects are skipped
     without looking inside (the model shares unchanged tables and per-topic maps between snapshots);
     ``topics``, when given, holds every topic whose QueueData may differ (see
-    ``NameServer.changed_topics_since``), so the others are not visited."""
+    ``NameServer.changed_topics_since``), so the others are not visited. ``texts``, when given, is kept
+    across calls (consecutive snapshots) to serialize each value once."""
+    texts = {} if texts is None else texts
     for table in TABLES:
         old_t, new_t = getattr(before, table), getattr(after, table)
         if old_t is new_t:
@@ -98,14 +119,14 @@ def diff_snapshots(
             for topic in sorted(topics) if topics is not None else old_t.keys() | new_t.keys():
                 o, n = old_t.get(topic, {}), new_t.get(topic, {})
                 if o is not n:
-                    yield from _diff_entries(table, {(topic, b): q for b, q in o.items()}, {(topic, b): q for b, q in n.items()})
+                    yield from _diff_entries(table, {(topic, b): q for b, q in o.items()}, {(topic, b): q for b, q in n.items()}, texts)
         elif table == "clusterAddrTable":
             for cluster in old_t.keys() | new_t.keys():
                 o, n = old_t.get(cluster, frozenset()), new_t.get(cluster, frozenset())
                 if o != n:
-                    yield from _diff_entries(table, {(cluster, b): True for b in o}, {(cluster, b): True for b in n})
+                    yield from _diff_entries(table, {(cluster, b): True for b in o}, {(cluster, b): True for b in n}, texts)
         else:
-            yield from _diff_entries(table, old_t, new_t)
+            yield from _diff_entries(table, old_t, new_t, texts)
 
 
 def _register_body(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,15 +186,18 @@ class UnitReplay:
         self.next_tick = self.ns.first_tick
         self.until: int | None = None
         self.opened: dict[tuple[str, str], dict[str, Any]] = {}
+        self.texts: ValueTexts = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["builder"] = None
+        state["texts"] = None  # a cache of JSON texts, not state
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.builder = RecordBuilder()
+        self.texts = {}
 
     def carried(self) -> Iterator[dict[str, Any]]:
         """The put rows that opened every interval still open (``carried`` marks them)."""
@@ -183,7 +207,7 @@ class UnitReplay:
     def _changes(self, ts: int, phase: int, rank: int | None, cause: str) -> Iterator[dict[str, Any]]:
         topics = self.ns.changed_topics_since(self.previous)
         current = self.ns.snapshot()
-        for table, key, op, before, after in diff_snapshots(self.previous, current, topics):
+        for table, key, op, before, after in diff_snapshots(self.previous, current, topics, self.texts):
             if op == "put":
                 self.opened[(table, key)] = {"ts": ts, "phase": phase, "record_rank": rank, "after": after, "cause": cause}
             else:

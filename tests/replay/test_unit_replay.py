@@ -9,7 +9,7 @@ import pytest
 
 from nsreplay.model.records import broker_heartbeat, channel, conn_of, namesrv_start, register_broker, request
 from pipelines.ingest.records import Accepted, LineParser, ParserLimits
-from pipelines.replay.unit_replay import UnitReplay, replay_unit
+from pipelines.replay.unit_replay import UnitReplay, diff_snapshots, replay_unit
 
 S = 1732147200000
 LIMITS = ParserLimits(frozenset({100, 103, 104, 205, 216, 322, 327, 904}), frozenset({"CONNECT", "CLOSE", "IDLE", "EXCEPTION"}))
@@ -103,3 +103,28 @@ def test_a_record_inside_the_replayed_window_is_refused() -> None:
     list(unit.feed(rows()[:3], S + 50000))
     with pytest.raises(ValueError):
         list(unit.feed(rows()[1:2], S + 60000))
+
+
+def test_each_change_names_the_value_it_replaced_as_serialized_afresh() -> None:
+    """``before`` of every change is the ``after`` its key last got (``None`` for a new key), and equals
+    a fresh serialization of the replaced value: the texts kept between diffs are only a cache."""
+    data = rows()
+    unit = UnitReplay(origin=S, default_profile="rocketmq-5")
+    fresh_before: list[str | None] = []
+    previous = unit.previous
+    changes = []
+    for change in unit.feed(data, S + 400000):
+        changes.append(change)
+        if unit.previous is not previous:  # the rows of the last snapshot are all out: diff it again, without the cache
+            fresh_before += [b for _, _, _, b, _ in diff_snapshots(previous, unit.previous, None)]
+            previous = unit.previous
+    fresh_before += [b for _, _, _, b, _ in diff_snapshots(previous, unit.previous, None)]
+    last: dict[tuple[str, str], str] = {}
+    for change in changes:
+        assert change["before"] == last.get((change["table"], change["key"])), change
+        if change["op"] == "put":
+            last[(change["table"], change["key"])] = change["after"]
+        else:
+            last.pop((change["table"], change["key"]))
+    assert sorted(map(str, fresh_before)) == sorted(str(c["before"]) for c in changes)
+    assert sum(c["before"] is not None for c in changes) > 10
