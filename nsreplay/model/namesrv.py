@@ -247,6 +247,11 @@ class NameServer:
                     removals.append(removal)
         return removals
 
+    def expiry_horizon(self) -> int | None:
+        """The smallest ``last + timeout`` of the live entries (None without any): a scan at a tick
+        not after it removes nothing and changes nothing, so a caller may skip such ticks."""
+        return min((i.lastUpdateTimestamp + i.heartbeatTimeoutMillis for i in self._live.unordered_values()), default=None)
+
     def restart(self, ts: int, profile: str, config: Mapping[str, object] | None = None) -> Outcome:
         """A (re)start at ``ts`` (spec §4): every route table empty, tick grid from ``ts``, KV kept."""
         removals = tuple(_restart_removal(ts, key) for key in self._live)

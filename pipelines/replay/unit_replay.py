@@ -216,8 +216,15 @@ class UnitReplay:
         self.previous = current
 
     def advance(self, until: int) -> Iterator[dict[str, Any]]:
-        """Run every scan tick up to ``until`` (inclusive)."""
+        """Run every scan tick up to ``until`` (inclusive). Ticks not after the model's expiry horizon
+        cannot change anything (:meth:`~nsreplay.model.NameServer.expiry_horizon`) and are skipped."""
         while self.next_tick <= until:
+            horizon = self.ns.expiry_horizon()
+            if horizon is None or horizon >= self.next_tick:
+                # The first tick of the grid after the horizon (or after ``until``) is the next that matters.
+                bound = until if horizon is None else min(horizon, until)
+                self.next_tick += ((bound - self.next_tick) // self.ns.tick_interval + 1) * self.ns.tick_interval
+                continue
             version = self.ns.version
             self.ns.scan(self.next_tick)
             if self.ns.version != version:
