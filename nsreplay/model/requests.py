@@ -196,15 +196,19 @@ def decode_body(req: Request, hdr: RegisterHeader) -> DecodedBody:
 
 
 class BodyCache:
-    """Remembers the last body each broker sent and its decoding.
+    """Remembers the last body each broker sent and its decoding, and (bounded) every body that came
+    with a content id.
 
     Decoding is a pure function of (raw bytes or JSON, compressed flag, version), and a broker resends
     the same body every 30 s, so an equal body reuses the previous result. The JSON body is compared
     against a private copy, so records changed by the caller after being applied cannot fool it.
     """
 
+    MAX_BY_ID = 1024  # bodies remembered by content id (see decode)
+
     def __init__(self) -> None:
         self._last: dict[tuple[str, str, int, str], tuple[tuple[object, ...], DecodedBody]] = {}
+        self._by_id: dict[tuple[object, ...], DecodedBody] = {}
 
     def decode(self, req: Request, hdr: RegisterHeader) -> DecodedBody:
         raw_form = req.body_b64 is not None
@@ -216,7 +220,15 @@ class BodyCache:
         last = self._last.get(key)
         if last is not None and last[0] == fingerprint:
             return last[1]
-        decoded = decode_body(req, hdr)
+        # With a content id, a body any broker sent before (a broker going back to an earlier body,
+        # a master and its slave sending the same one) is not decoded again either.
+        decoded = self._by_id.get(fingerprint) if req.body_id is not None else None
+        if decoded is None:
+            decoded = decode_body(req, hdr)
+            if req.body_id is not None:
+                if len(self._by_id) >= self.MAX_BY_ID:
+                    self._by_id.clear()
+                self._by_id[fingerprint] = decoded
         private = source if raw_form or source is None or req.body_id is not None else pickle.loads(pickle.dumps(source))
         self._last[key] = ((raw_form, hdr.compressed, req.version, private), decoded)
         return decoded
