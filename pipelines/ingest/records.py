@@ -60,6 +60,7 @@ REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
 # Header fields that must parse as Java integers when present.
 INTEGER_HEADER = ("brokerId", "bodyCrc32", "heartbeatTimeoutMillis")
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+_MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 _T = TypeVar("_T")
@@ -252,6 +253,7 @@ class LineParser:
         self._body_texts: _TextCache[_KnownBody] = _TextCache(lambda known: known.text)
         self._known: _KnownBody | None = None
         self._raw_texts: _TextCache[_KnownRaw] = _TextCache(lambda known: known.text)
+        self._valid_headers: set[tuple[object, ...]] = set()  # (code, *header items) that passed the checks
 
     # -- the repeated-body fast path ---------------------------------------------------------------
     #
@@ -397,16 +399,7 @@ class LineParser:
         event["opaque"] = _require(obj, "opaque", _IS_INT32, "an integer")
         event["conn"] = _require(obj, "conn", _is_str, "a string")
         ext = _require(obj, "extFields", _is_obj, "an object")
-        for key, value in ext.items():
-            if not isinstance(value, str):
-                raise _Reject("wrong_type", f"extFields.{key} must be a string, got {type(value).__name__}")
-        if code not in self._limits.known_codes:
-            raise _Reject("unknown_code", f"request code {code} is not a NameServer request code")
-        for key in REQUIRED_HEADER.get(code, ()):
-            _require(ext, key, _is_str, "a string", "extFields.")
-        for key in INTEGER_HEADER:
-            if key in ext and not _JAVA_INT.match(ext[key]):
-                raise _Reject("wrong_type", f"extFields.{key} must be an integer string, got {ext[key][:40]!r}")
+        self._check_header(code, ext)
         event["ext_fields"] = ext
         event["broker_name"] = ext.get("brokerName")
         event["broker_addr"] = ext.get("brokerAddr")
@@ -421,6 +414,30 @@ class LineParser:
             return self._register_body(event, ext, body, body_b64)
         self._small_body(event, code, body, body_b64)
         return None
+
+    def _check_header(self, code: int, ext: dict[str, Any]) -> None:
+        """The request code and header checks; a (code, header) pair that passed once passes again
+        without them (a broker sends the same header every 30 s)."""
+        try:
+            seen = (code, *ext.items())
+            if seen in self._valid_headers:
+                return
+        except TypeError:  # a value that is not a string (unhashable): the checks reject it
+            seen = None
+        for key, value in ext.items():
+            if not isinstance(value, str):
+                raise _Reject("wrong_type", f"extFields.{key} must be a string, got {type(value).__name__}")
+        if code not in self._limits.known_codes:
+            raise _Reject("unknown_code", f"request code {code} is not a NameServer request code")
+        for key in REQUIRED_HEADER.get(code, ()):
+            _require(ext, key, _is_str, "a string", "extFields.")
+        for key in INTEGER_HEADER:
+            if key in ext and not _JAVA_INT.match(ext[key]):
+                raise _Reject("wrong_type", f"extFields.{key} must be an integer string, got {ext[key][:40]!r}")
+        if seen is not None:
+            if len(self._valid_headers) >= _MAX_VALID_HEADERS:
+                self._valid_headers.clear()
+            self._valid_headers.add(seen)
 
     def _response(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> None:
         event["code"] = _require(obj, "code", _IS_INT32, "an integer")

@@ -88,6 +88,22 @@ def test_bad_lines_get_their_reason(text: str, reason: str) -> None:
     verdict = parse(text)
     assert isinstance(verdict, Rejected), verdict
     assert verdict.reason == reason, verdict.detail
+    # the same from a parser that has accepted the good line before (it remembers valid headers)
+    seasoned = parser()
+    assert isinstance(parse(register(), seasoned), Accepted)
+    again = parse(text, seasoned)
+    assert isinstance(again, Rejected) and (again.reason, again.detail) == (verdict.reason, verdict.detail)
+
+
+def test_a_header_remembered_as_valid_is_valid_only_with_its_code() -> None:
+    p = parser()
+    ext = {"brokerName": "broker-a", "brokerAddr": "10.0.1.5:10911", "clusterName": "DefaultCluster", "brokerId": "0"}
+    assert isinstance(parse(register(code=322, extFields=ext, body={"counter": 1, "timestamp": 2, "stateVersion": 0}), p), Accepted)
+    for code, reason in ((99999, "unknown_code"), (100, "missing_field")):
+        verdict = parse(register(code=code, extFields=ext, body=None), p)
+        assert isinstance(verdict, Rejected) and verdict.reason == reason, verdict
+    unhashable = parse(register(code=322, extFields={**ext, "brokerId": ["0"]}, body=None), p)
+    assert isinstance(unhashable, Rejected) and unhashable.reason == "wrong_type"
 
 
 def test_invalid_utf8_is_rejected_before_parsing() -> None:
