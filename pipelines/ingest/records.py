@@ -59,7 +59,7 @@ REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
 }
 # Header fields that must parse as Java integers when present.
 INTEGER_HEADER = ("brokerId", "bodyCrc32", "heartbeatTimeoutMillis")
-_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")  # as Long.parseLong: no trailing newline either (`$` would allow one)
 _MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)

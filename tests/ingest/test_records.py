@@ -78,6 +78,7 @@ def test_record_identity_ignores_key_order_but_not_values() -> None:
         (json.dumps(register(extFields={"brokerName": "b"})), "missing_field"),
         (json.dumps(register(extFields={**register()["extFields"], "brokerId": "zero"})), "wrong_type"),
         (json.dumps(register(extFields={**register()["extFields"], "brokerId": 0})), "wrong_type"),
+        (json.dumps(register(extFields={**register()["extFields"], "brokerId": "0\n"})), "wrong_type"),
         (json.dumps({"namesrv": "a:1", "ts": 1, "kind": "channel", "event": "REBOOT", "conn": "c", "remote": "r:1"}), "unknown_channel_event"),
         (json.dumps(register(body=None, body_b64="%%%not-base64")), "undecodable_body"),
         (json.dumps(register(body={"topicConfigSerializeWrapper": {"topicConfigTable": {"t": {"perm": "6"}}}})), "undecodable_body"),
