@@ -658,8 +658,7 @@ class NameServer:
         value = header(req.ext, "value")
         if namespace == ORDER_TOPIC_CONFIG and self._order_topic_conf.get(key) != value:
             self._order_topic_conf[key] = value
-            self._dirty_tables.add("orderTopicConf")
-            self._version += 1
+            self._changed("orderTopicConf")
         return _Reply()
 
     def _delete_kv_config(self, req: Request) -> _Reply:
@@ -668,8 +667,7 @@ class NameServer:
         key = header(req.ext, "key")
         if namespace == ORDER_TOPIC_CONFIG and key in self._order_topic_conf:
             del self._order_topic_conf[key]
-            self._dirty_tables.add("orderTopicConf")
-            self._version += 1
+            self._changed("orderTopicConf")
         return _Reply()
 
     # ---------------------------------------------------------------------------- table mutators
