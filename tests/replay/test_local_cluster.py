@@ -31,7 +31,8 @@ def test_local_cluster_rebuild_equals_local(spark, tmp_path: Path) -> None:
     window = json.loads((capture / "_manifest.json").read_text())["window"]
     middle = (window["first_ts"] + window["last_ts"]) // 2
     cluster_root, local_root = tmp_path / "wh-cluster", tmp_path / "wh-local"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_", "NSREPLAY_"))}
+    env["NSREPLAY_ENV"] = "test"  # conf/test: short-lived JVMs on a tiny capture (see its spark-defaults.conf)
     for run_id, window_args in (("cluster-1", ["--to", str(middle)]), ("cluster-2", ["--from", str(middle)])):
         proc = subprocess.run(
             [str(PROJECT_ROOT / "spark-submit.sh"), "--master", "local-cluster[2,1,1024]", "--conf", "spark.driver.memory=1g",

@@ -44,7 +44,7 @@ def test_one_window_end_to_end(airflow, tmp_path):
     t2 = t1 + HOUR_MS
     assert t1 < first and last <= t2
 
-    settings = {"captures": str(capture), "warehouse": str(warehouse),
+    settings = {"captures": str(capture), "warehouse": str(warehouse), "nsreplay_env": "test",  # conf/test: short-lived JVMs
                 "spark_args": "--driver-memory 2g --conf spark.sql.shuffle.partitions=4"}
     result = airflow.run(
         "airflow", "dags", "test", "nsreplay_routes", iso(t2),  # a manual run at t2 covers the interval before it
