@@ -78,16 +78,20 @@ def gold_snapshots(history: PublishedHistory, namesrv: str, ticks: list[int]) ->
         yield tick, build_snapshot(rows, tick), frozenset(touched)
 
 
-def same_route_inputs(now: Any, before: Any, touched: frozenset[str] | None = None) -> bool:
-    """Whether every route answer of snapshot ``now`` is the one of ``before``: the same profile and
-    config, and the route tables unchanged: for a model snapshot, the very same table objects (the
-    model hands out a new one for any table it touched); for a published one, no interval of those
-    tables began or ended in between (``touched``). False whenever unsure."""
-    if before is None or now.profile != before.profile or now.config != before.config:
-        return False
-    if touched is not None:
-        return not touched & ROUTE_SPECS
-    return all(getattr(now, t) is getattr(before, t) for t in ROUTE_TABLES)
+def _same_setup(now: Any, before: Any) -> bool:
+    return before is not None and now.profile == before.profile and now.config == before.config
+
+
+def model_routes_unchanged(now: Any, before: Any) -> bool:
+    """Every route answer of model snapshot ``now`` is the one of ``before``: same profile and config,
+    and the very same route table objects (the model hands out a new one for any table it touched)."""
+    return _same_setup(now, before) and all(getattr(now, t) is getattr(before, t) for t in ROUTE_TABLES)
+
+
+def gold_routes_unchanged(now: Any, before: Any, touched: frozenset[str]) -> bool:
+    """Every route answer of published snapshot ``now`` is the one of ``before``: same profile and
+    config, and no interval of a route table began or ended in between (``touched``)."""
+    return _same_setup(now, before) and not touched & ROUTE_SPECS
 
 
 def compare_every_tick(capture: Path, warehouse_root: str) -> tuple[int, int, list[str]]:
@@ -118,7 +122,7 @@ def compare_every_tick(capture: Path, warehouse_root: str) -> tuple[int, int, li
             # Rendering every topic's answer on both sides at every tick is the bulk of the cost; an
             # answer is a pure function of its inputs, so when neither side's inputs changed since a
             # tick whose answers agreed, they still agree.
-            unchanged = routes_agreed and same_route_inputs(gold, previous_gold, touched) and same_route_inputs(state.snapshot, previous_model)
+            unchanged = routes_agreed and gold_routes_unchanged(gold, previous_gold, touched) and model_routes_unchanged(state.snapshot, previous_model)
             routes_agreed = unchanged or same_routes(gold, state.snapshot)
             previous_gold, previous_model = gold, state.snapshot
             if gold != state.snapshot or gold.config != state.snapshot.config or not routes_agreed:
