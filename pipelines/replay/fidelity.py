@@ -13,6 +13,7 @@ Output rows (``gold.route_fidelity``): one per checked response, ``match`` true 
 from __future__ import annotations
 
 import base64
+from functools import reduce
 from typing import Any
 
 import orjson
@@ -44,27 +45,70 @@ def route_queries(events: DataFrame) -> DataFrame:
     )
 
 
-def _alive_at(rows: DataFrame, ts: str = "q.ts") -> Any:
-    return (F.col("i.valid_from") <= F.col(ts)) & (F.col("i.valid_to").isNull() | (F.col(ts) < F.col("i.valid_to")))
+_ROUTE_TABLES = ("topicQueueTable", "brokerAddrTable", "filterServerTable", "orderTopicConf")
 
 
-def relevant_rows(queries: DataFrame, generic: DataFrame) -> DataFrame:
-    """For each query, the history rows alive at its ts that its answer depends on."""
-    q, i = queries.alias("q"), generic.alias("i")
-    key0 = F.from_json(F.col("i.key"), "array<string>")[0]
-    same_ns = F.col("q.namesrv") == F.col("i.namesrv")
-    topic_rows = q.join(i, same_ns & (F.col("i.table") == "topicQueueTable") & (key0 == F.col("q.topic")) & _alive_at(i))
-    topic_rows = topic_rows.select("q.query_id", "q.namesrv", "q.ts", "i.table", "i.key", "i.value")
-    names = topic_rows.select("query_id", "namesrv", "ts", F.from_json("key", "array<string>")[1].alias("broker_name")).alias("n")
-    i2 = generic.alias("i")
-    broker_rows = names.join(
-        i2,
-        (F.col("n.namesrv") == F.col("i.namesrv")) & (F.col("i.table") == "brokerAddrTable") & (F.from_json(F.col("i.key"), "array<string>")[0] == F.col("n.broker_name")) & _alive_at(i2, "n.ts"),
-    ).select("n.query_id", "n.namesrv", "n.ts", "i.table", "i.key", "i.value")
-    other_rows = q.join(
-        i, same_ns & ((F.col("i.table") == "filterServerTable") | ((F.col("i.table") == "orderTopicConf") & (key0 == F.col("q.topic")))) & _alive_at(i)
-    ).select("q.query_id", "q.namesrv", "q.ts", "i.table", "i.key", "i.value")
-    return topic_rows.unionByName(broker_rows).unionByName(other_rows).distinct()
+def candidate_rows(queries: DataFrame, generic: DataFrame) -> DataFrame:
+    """For each (namesrv, topic) some query asks about, every history row an answer about that topic
+    can depend on, whenever it was valid: the topic's QueueData rows, the BrokerData rows of every
+    brokerName those ever name, the NameServer's filter-server rows and the topic's order config.
+    Columns: namesrv, topic, table, key, value, valid_from, valid_to. Which of them a query's answer
+    depends on (those alive at its ts) is decided by :meth:`RouteRows.alive`."""
+    topics = queries.select("namesrv", "topic").distinct()
+    rows = generic.where(F.col("table").isin(*_ROUTE_TABLES)).select(
+        "namesrv", "table", "key", "value", "valid_from", "valid_to", F.from_json("key", "array<string>").alias("parts")
+    )
+    columns = [F.col(f"r.{c}") for c in ("namesrv", "table", "key", "value", "valid_from", "valid_to")]
+
+    def of(table: str, to: DataFrame, match: str) -> DataFrame:
+        """The rows of ``table`` whose first key part equals ``to``'s ``match`` column (``None``:
+        every row), each with ``to``'s topic."""
+        r, t = rows.where(F.col("table") == table).alias("r"), to.alias("t")
+        cond = F.col("r.namesrv") == F.col("t.namesrv")
+        if match:
+            cond = cond & (F.col("r.parts")[0] == F.col(f"t.{match}"))
+        return r.join(t, cond).select(*columns, F.col("t.topic").alias("topic"), F.col("r.parts").alias("parts"))
+
+    topic_rows = of("topicQueueTable", topics, "topic")
+    names = topic_rows.select("namesrv", "topic", F.col("parts")[1].alias("broker_name")).distinct()
+    parts = [topic_rows, of("brokerAddrTable", names, "broker_name"), of("orderTopicConf", topics, "topic"), of("filterServerTable", topics, "")]
+    return reduce(DataFrame.unionByName, [p.select("namesrv", "topic", "table", "key", "value", "valid_from", "valid_to") for p in parts])
+
+
+class RouteRows:
+    """One (namesrv, topic)'s :func:`candidate_rows`, sorted by what an answer looks them up by."""
+
+    def __init__(self, candidates: list[dict[str, Any]]) -> None:
+        self.queues: list[tuple[dict[str, Any], str, str]] = []  # (row, topic, brokerName)
+        self.groups: list[tuple[dict[str, Any], str]] = []  # (row, brokerName)
+        self.orders: list[tuple[dict[str, Any], str]] = []  # (row, topic)
+        self.filters: list[dict[str, Any]] = []
+        for row in candidates:
+            table = row["table"]
+            if table == "filterServerTable":
+                self.filters.append(row)
+                continue
+            key = orjson.loads(row["key"])
+            if table == "topicQueueTable":
+                self.queues.append((row, key[0], key[1]))
+            elif table == "brokerAddrTable":
+                self.groups.append((row, key[0]))
+            elif table == "orderTopicConf":
+                self.orders.append((row, key[0]))
+
+    def alive(self, topic: str, ts: int) -> list[dict[str, Any]]:
+        """The rows an answer about ``topic`` at ``ts`` depends on: those valid at ``ts``
+        (``valid_from <= ts < valid_to``) among the topic's QueueData rows, the BrokerData rows of the
+        brokerNames those name, every filter-server row and the topic's order config."""
+
+        def valid(row: dict[str, Any]) -> bool:
+            return row["valid_from"] <= ts and (row["valid_to"] is None or ts < row["valid_to"])
+
+        queues = [(row, name) for row, t, name in self.queues if t == topic and valid(row)]
+        names = {name for _, name in queues}
+        groups = [row for row, name in self.groups if name in names and valid(row)]
+        orders = [row for row, t in self.orders if t == topic and valid(row)]
+        return [row for row, _ in queues] + groups + [row for row in self.filters if valid(row)] + orders
 
 
 def snapshot_from_rows(rows: list[dict[str, Any]], profile: str, config: dict[str, str]) -> Snapshot:
@@ -105,39 +149,72 @@ def _captured(query: dict[str, Any]) -> Answer:
     return Answer(query["captured_code"], body, query["captured_remark"])
 
 
-def check(queries: DataFrame, rows: DataFrame, epochs: DataFrame, run_id: str) -> DataFrame:
-    """One ROUTE_FIDELITY row per query: the captured answer against the rebuilt one."""
+class _Judge:
+    """Judges the queries of one (NameServer, topic): the rebuilt answer is a pure function of the
+    profile, the config, the request version and the *set* of rows alive (:func:`route_info` orders
+    what it renders), so it is rendered once per distinct input; a verdict is computed once per
+    distinct (captured answer, rebuilt answer). Clients ask for the same route again and again
+    while it does not change: most queries are answered from these two caches."""
+
+    def __init__(self) -> None:
+        self._rebuilt: dict[tuple[Any, ...], Answer] = {}
+        self._verdicts: dict[tuple[Answer, Answer], bool] = {}
+
+    def rebuilt(self, query: dict[str, Any], rows: list[dict[str, Any]]) -> Answer:
+        profile = query["profile"] or "rocketmq-5"
+        config = tuple(sorted(query["config"] or ()))
+        version = query["request_version"] or 0
+        key = (profile, config, version, query["topic"], frozenset((r["table"], r["key"], r["value"]) for r in rows))
+        answer = self._rebuilt.get(key)
+        if answer is None:
+            snapshot = snapshot_from_rows(rows, profile, dict(config))
+            answer = self._rebuilt[key] = route_info(snapshot, query["topic"], request_version=version)
+        return answer
+
+    def match(self, captured: Answer, rebuilt: Answer) -> bool:
+        verdict = self._verdicts.get((captured, rebuilt))
+        if verdict is None:
+            verdict = self._verdicts[(captured, rebuilt)] = same_answer(captured, rebuilt)
+        return verdict
+
+
+def judge_queries(queries: list[dict[str, Any]], candidates: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """One ROUTE_FIDELITY row per query of one (namesrv, topic) (:func:`route_queries` rows with the
+    epoch's ``profile`` and ``config``), given that pair's :func:`candidate_rows`."""
+    judge = _Judge()
+    rows = RouteRows(candidates)
+    out = []
+    for query in queries:
+        rebuilt = judge.rebuilt(query, rows.alive(query["topic"], query["ts"]))
+        captured = _captured(query)
+        out.append({
+            "namesrv": query["namesrv"], "ts": query["ts"], "topic": query["topic"], "request_version": query["request_version"],
+            "captured_code": captured.code, "rebuilt_code": rebuilt.code, "match": judge.match(captured, rebuilt),
+            "captured": None if captured.body is None else captured.body.decode("utf-8", "replace"),
+            "rebuilt": None if rebuilt.body is None else rebuilt.body.decode("utf-8"), "run_id": run_id,
+        })
+    return out
+
+
+def check(queries: DataFrame, candidates: DataFrame, epochs: DataFrame, run_id: str) -> DataFrame:
+    """One ROUTE_FIDELITY row per query: the captured answer against the rebuilt one. The queries of
+    one (namesrv, topic) are judged together with that pair's candidate rows (a cogroup), so no
+    history row is copied once per query and Python is called once per topic, not once per query."""
     e = epochs.alias("e")
     q = queries.alias("q").join(e, (F.col("q.namesrv") == F.col("e.namesrv")) & (F.col("q.ts") >= F.col("e.start_ts")) & (F.col("q.ts") < F.col("e.end_ts")), "left")
     q = q.select("q.*", F.col("e.profile").alias("profile"), F.col("e.config").alias("config"))
-    r = rows.select("query_id", F.struct("table", "key", "value").alias("row"))
-    grouped = q.join(r, "query_id", "left")
     arrow_schema = to_arrow_schema(ROUTE_FIDELITY.schema)
 
-    def judge(table: pa.Table) -> pa.Table:
-        items = table.to_pylist()
-        query = items[0]
-        found = [it["row"] for it in items if it["row"] is not None]
-        snapshot = snapshot_from_rows(found, query["profile"] or "rocketmq-5", dict(query["config"] or []))
-        rebuilt = route_info(snapshot, query["topic"], request_version=query["request_version"] or 0)
-        captured = _captured(query)
-        return pa.Table.from_pylist(
-            [{
-                "namesrv": query["namesrv"], "ts": query["ts"], "topic": query["topic"], "request_version": query["request_version"],
-                "captured_code": captured.code, "rebuilt_code": rebuilt.code, "match": same_answer(captured, rebuilt),
-                "captured": None if captured.body is None else captured.body.decode("utf-8", "replace"),
-                "rebuilt": None if rebuilt.body is None else rebuilt.body.decode("utf-8"), "run_id": run_id,
-            }],
-            schema=arrow_schema,
-        )
+    def judge(asked: pa.Table, rows: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist(judge_queries(asked.to_pylist(), rows.to_pylist(), run_id), schema=arrow_schema)
 
-    return grouped.groupBy("query_id").applyInArrow(judge, ROUTE_FIDELITY.schema)
+    return q.groupBy("namesrv", "topic").cogroup(candidates.groupBy("namesrv", "topic")).applyInArrow(judge, ROUTE_FIDELITY.schema)
 
 
 def fidelity(events: DataFrame, generic: DataFrame, epochs: DataFrame, run_id: str) -> DataFrame:
     """The fidelity rows of every captured route answer in ``events``."""
     queries = route_queries(events)
-    return check(queries, relevant_rows(queries, generic), epochs, run_id)
+    return check(queries, candidate_rows(queries, generic), epochs, run_id)
 
 
-__all__ = ["fidelity", "route_queries", "relevant_rows", "snapshot_from_rows", "check"]
+__all__ = ["RouteRows", "candidate_rows", "check", "fidelity", "judge_queries", "route_queries", "snapshot_from_rows"]
