@@ -60,23 +60,24 @@ def candidate_rows(queries: DataFrame, generic: DataFrame) -> DataFrame:
     )
     columns = [F.col(f"r.{c}") for c in ("namesrv", "table", "key", "value", "valid_from", "valid_to")]
 
-    def of(table: str, to: DataFrame, match: str) -> DataFrame:
-        """The rows of ``table`` whose first key part equals ``to``'s ``match`` column (``None``:
-        every row), each with ``to``'s topic."""
+    def of(table: str, to: DataFrame, match: str | None) -> DataFrame:
+        """The rows of ``table`` of each NameServer of ``to`` whose first key part equals ``to``'s
+        ``match`` column (``None``: all of them), each with ``to``'s topic."""
         r, t = rows.where(F.col("table") == table).alias("r"), to.alias("t")
         cond = F.col("r.namesrv") == F.col("t.namesrv")
-        if match:
+        if match is not None:
             cond = cond & (F.col("r.parts")[0] == F.col(f"t.{match}"))
         return r.join(t, cond).select(*columns, F.col("t.topic").alias("topic"), F.col("r.parts").alias("parts"))
 
     topic_rows = of("topicQueueTable", topics, "topic")
     names = topic_rows.select("namesrv", "topic", F.col("parts")[1].alias("broker_name")).distinct()
-    parts = [topic_rows, of("brokerAddrTable", names, "broker_name"), of("orderTopicConf", topics, "topic"), of("filterServerTable", topics, "")]
+    parts = [topic_rows, of("brokerAddrTable", names, "broker_name"), of("orderTopicConf", topics, "topic"), of("filterServerTable", topics, None)]
     return reduce(DataFrame.unionByName, [p.select("namesrv", "topic", "table", "key", "value", "valid_from", "valid_to") for p in parts])
 
 
 class RouteRows:
-    """One (namesrv, topic)'s :func:`candidate_rows`, sorted by what an answer looks them up by."""
+    """One (namesrv, topic)'s :func:`candidate_rows`, split by table, each row with the key parts an
+    answer looks it up by (its keys are parsed once, not once per query)."""
 
     def __init__(self, candidates: list[dict[str, Any]]) -> None:
         self.queues: list[tuple[dict[str, Any], str, str]] = []  # (row, topic, brokerName)
