@@ -22,6 +22,7 @@ from nsreplay.model.namesrv import (
     profile_for_version,
 )
 from nsreplay.model.render import (
+    ROUTE_TABLES,
     Answer,
     canonical,
     cluster_info,
@@ -83,6 +84,7 @@ __all__ = [
     "Answer",
     "route_data",
     "route_info",
+    "ROUTE_TABLES",
     "cluster_info",
     "topic_list",
     "topic_not_exist_remark",

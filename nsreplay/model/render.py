@@ -36,6 +36,7 @@ __all__ = [
     "STANDARD_JSON_MIN_VERSION",
     "APPLY_TOPIC_URL",
     "topic_not_exist_remark",
+    "ROUTE_TABLES",
     "route_data",
     "route_info",
     "cluster_info",
@@ -46,6 +47,9 @@ __all__ = [
     "same_answer",
 ]
 
+# What a GET_ROUTEINFO_BY_TOPIC answer is made of (route_data), besides the profile and the config:
+# never the live table (it changes every heartbeat) nor the cluster table.
+ROUTE_TABLES = ("topicQueueTable", "brokerAddrTable", "filterServerTable", "orderTopicConf")
 STANDARD_JSON_MIN_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
 APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
 PERM_WRITE = 2

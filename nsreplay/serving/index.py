@@ -54,7 +54,7 @@ from nsreplay.model import (
     route_info,
     topic_list,
 )
-from nsreplay.model.render import STANDARD_JSON_MIN_VERSION, Shape
+from nsreplay.model.render import ROUTE_TABLES, STANDARD_JSON_MIN_VERSION, Shape
 from nsreplay.runtime import format_ms
 from nsreplay.storage import TableSpec, Warehouse, dataset
 from schemas.gold import (
@@ -81,9 +81,6 @@ _EMPTY = np.empty(0, dtype=np.int64)
 #: The tables /v1/tables serves: API name → gold interval table (the five route tables + order conf).
 TABLES: dict[str, TableSpec] = INTERVAL_TABLES
 _KEYS: dict[str, tuple[str, ...]] = {name: INTERVAL_KEYS[spec.name] for name, spec in TABLES.items()}
-# route_changes rows that can change a topic's route answer (the live table changes every heartbeat
-# and never does; cluster membership is not part of a route).
-_HISTORY_TABLES = ("topicQueueTable", "brokerAddrTable", "orderTopicConf", "filterServerTable")
 
 
 class UnknownNamesrvError(OutsideCoverageError):
@@ -298,7 +295,7 @@ class RouteIndex:
         """gold.route_changes rows that can change a route (not the live table), grouped by what they
         touch: (ns, "topic", topic), (ns, "broker", brokerName), (ns, "filter", None)."""
         columns = ["namesrv", "ts", "tick_ts", "phase", "record_rank", "table", "key", "op", "before", "after", "cause"]
-        table = _read(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], columns, pads.field("table").isin(list(_HISTORY_TABLES)))
+        table = _read(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], columns, pads.field("table").isin(list(ROUTE_TABLES)))
         table = table.sort_by([("namesrv", "ascending"), ("ts", "ascending"), ("phase", "ascending"), ("record_rank", "ascending")])
         self._changes = table
         self._change_ts = table.column("ts").to_numpy().astype(np.int64) if table.num_rows else _EMPTY

@@ -21,7 +21,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from nsreplay.model import Answer, BrokerData, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info, same_answer
+from nsreplay.model import ROUTE_TABLES, Answer, BrokerData, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info, same_answer
 from nsreplay.storage.arrow_types import to_arrow_schema
 from schemas.gold import ROUTE_FIDELITY
 
@@ -45,9 +45,6 @@ def route_queries(events: DataFrame) -> DataFrame:
     )
 
 
-_ROUTE_TABLES = ("topicQueueTable", "brokerAddrTable", "filterServerTable", "orderTopicConf")
-
-
 def candidate_rows(queries: DataFrame, generic: DataFrame) -> DataFrame:
     """For each (namesrv, topic) some query asks about, every history row an answer about that topic
     can depend on, whenever it was valid: the topic's QueueData rows, the BrokerData rows of every
@@ -55,7 +52,7 @@ def candidate_rows(queries: DataFrame, generic: DataFrame) -> DataFrame:
     Columns: namesrv, topic, table, key, value, valid_from, valid_to. Which of them a query's answer
     depends on (those alive at its ts) is decided by :meth:`RouteRows.alive`."""
     topics = queries.select("namesrv", "topic").distinct()
-    rows = generic.where(F.col("table").isin(*_ROUTE_TABLES)).select(
+    rows = generic.where(F.col("table").isin(*ROUTE_TABLES)).select(
         "namesrv", "table", "key", "value", "valid_from", "valid_to", F.from_json("key", "array<string>").alias("parts")
     )
     columns = [F.col(f"r.{c}") for c in ("namesrv", "table", "key", "value", "valid_from", "valid_to")]

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory, build_snapshot
-from nsreplay.model import replay, route_info
+from nsreplay.model import ROUTE_TABLES, replay, route_info
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,
     BROKER_LIVE_INTERVALS,
@@ -45,8 +45,7 @@ def same_routes(gold: Any, model: Any) -> bool:
     return True
 
 
-# What a GET_ROUTEINFO_BY_TOPIC answer is made of (render.route_data): these tables, the profile, the config.
-ROUTE_TABLES = ("topicQueueTable", "brokerAddrTable", "filterServerTable", "orderTopicConf")
+# The interval tables of render.ROUTE_TABLES: what a route answer is made of, with the profile and config.
 ROUTE_SPECS = frozenset({TOPIC_QUEUE_INTERVALS.name, BROKER_ADDR_INTERVALS.name, FILTER_SERVER_INTERVALS.name, ORDER_TOPIC_INTERVALS.name})
 
 

@@ -5,28 +5,27 @@
   renders each answer afresh or reuses one it rendered for the same inputs.
 * Published demo capture: every captured GET_ROUTEINFO_BY_TOPIC answer, paired with its request by
   plain Python over the capture files, has exactly one fidelity row, whose rebuilt answer is the one
-  :meth:`PublishedHistory.route_at` gives at the request's instant (itself checked against the
-  reference model at every tick in test_replay_vs_model) and whose verdict is ``same_answer``.
+  rendered from the published state at the request's instant (the sweep test_replay_vs_model checks
+  against the reference model at every tick) and whose verdict is ``same_answer``.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
-from bisect import bisect_right
 import json
 from pathlib import Path
 
 import orjson
 from chispa import assert_df_equality
-from differential import INTERVAL_SPECS, ROUTE_SPECS
+from differential import gold_snapshots
 from pyspark.sql.types import StructType
 
 from nsreplay.history import PublishedHistory
 from nsreplay.model import Answer, route_info, same_answer
 from nsreplay.storage import Warehouse
 from pipelines.replay.fidelity import RouteRows, judge_queries, snapshot_from_rows
-from schemas.gold import NAMESRV_EPOCHS, ROUTE_FIDELITY
+from schemas.gold import ROUTE_FIDELITY
 
 GET_ROUTEINFO_BY_TOPIC = 105
 NS = "10.0.0.10:9876"
@@ -123,29 +122,19 @@ def _captured(response: dict) -> Answer:
     return Answer(response["code"], body, response.get("remark"))
 
 
-class _PublishedRoutes:
-    """:meth:`PublishedHistory.route_at`, asked once per stretch of time in which none of the tables an
-    answer is made of (differential.ROUTE_SPECS) and no epoch changed: thousands of captured answers
-    fall into far fewer such stretches."""
-
-    def __init__(self, history: PublishedHistory) -> None:
-        self._history = history
-        self._bounds: dict[str, list[int]] = {}
-        self._answers: dict[tuple, Answer] = {}
-
-    def route_at(self, namesrv: str, topic: str, ts: int, version: int) -> Answer:
-        bounds = self._bounds.get(namesrv)
-        if bounds is None:
-            edges = {e["start_ts"] for e in self._history.rows(NAMESRV_EPOCHS, namesrv)}
-            for spec in INTERVAL_SPECS:
-                if spec.name in ROUTE_SPECS:
-                    for row in self._history.rows(spec, namesrv):
-                        edges.update(t for t in (row["valid_from"], row["valid_to"]) if t is not None)
-            bounds = self._bounds[namesrv] = sorted(edges)
-        key = (namesrv, bisect_right(bounds, ts), topic, version)
-        if key not in self._answers:
-            self._answers[key] = self._history.route_at(namesrv, topic, ts, request_version=version)
-        return self._answers[key]
+def _published_routes(history: PublishedHistory, asked: set[tuple[str, int, str, int]]) -> dict[tuple[str, int, str, int], Answer]:
+    """The route answer at each asked (namesrv, ts, topic, request version), from the published state
+    at ``ts`` (one sweep over each NameServer's intervals: differential.gold_snapshots)."""
+    answers = {}
+    for namesrv in {ns for ns, _, _, _ in asked}:
+        by_ts: dict[int, list[tuple[str, int]]] = {}
+        for ns, ts, topic, version in asked:
+            if ns == namesrv:
+                by_ts.setdefault(ts, []).append((topic, version))
+        for ts, snapshot, _ in gold_snapshots(history, namesrv, sorted(by_ts)):
+            for topic, version in by_ts[ts]:
+                answers[(namesrv, ts, topic, version)] = route_info(snapshot, topic, request_version=version)
+    return answers
 
 
 def test_every_captured_route_answer_is_judged_against_the_published_route(spark, demo_published) -> None:
@@ -155,17 +144,19 @@ def test_every_captured_route_answer_is_judged_against_the_published_route(spark
     for r in records:
         if r["kind"] == "request" and "topic" in r.get("extFields", {}):
             requests.setdefault((r["namesrv"], r["conn"], r["opaque"]), []).append(r)
-    published = _PublishedRoutes(PublishedHistory(root))
-    expected, captured_values = [], {}
+    pairs = []
     for response in (r for r in records if r["kind"] == "response"):
         asked = [q for q in requests.get((response["namesrv"], response["conn"], response["opaque"]), []) if q["ts"] <= response["ts"]]
-        if not asked:
-            continue
-        latest = max(q["ts"] for q in asked)
-        (request,) = [q for q in asked if q["ts"] == latest]  # the capture has no tie to break
+        if asked:
+            latest = max(q["ts"] for q in asked)
+            (request,) = [q for q in asked if q["ts"] == latest]  # the capture has no tie to break
+            pairs.append((request, response))
+    published = _published_routes(PublishedHistory(root), {(q["namesrv"], q["ts"], q["extFields"]["topic"], q["version"]) for q, _ in pairs})
+    expected, captured_values = [], {}
+    for request, response in pairs:
         topic, version = request["extFields"]["topic"], request["version"]
         captured = _captured(response)
-        rebuilt = published.route_at(request["namesrv"], topic, request["ts"], version)
+        rebuilt = published[(request["namesrv"], request["ts"], topic, version)]
         expected.append((request["namesrv"], request["ts"], topic, version, captured.code, rebuilt.code, same_answer(captured, rebuilt),
                          None if rebuilt.body is None else rebuilt.body.decode()))
         captured_values[(request["namesrv"], request["ts"], topic)] = (
