@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from nsreplay.config import load_settings
 from nsreplay.runtime import build_spark, new_run_id, resolve_path
@@ -48,9 +49,14 @@ class IngestBench:
                 "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stages.items()),
                 f"accepted {self.accepted}, duplicates {self.duplicates}, quarantined {self.quarantined}",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
-                "json: " + json.dumps({**asdict(self), "ratio": round(self.ratio, 3)}),
+                *([self.profile] if self.profile else []),
+                "json: " + json.dumps({**{k: v for k, v in asdict(self).items() if k != "profile"}, "ratio": round(self.ratio, 3)}),
             ]
         )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _jvm_peak_mb(spark) -> float | None:
@@ -65,13 +71,18 @@ def _jvm_peak_mb(spark) -> float | None:
     return None
 
 
-def _floor(captures: str, master: str | None, app: str):
+def _floor(captures: str, master: str | None, app: str, event_log: str | None = None):
     """Spark (warmed up), the settings, the capture files, the floor in seconds and the line count:
-    the time Spark needs to read the same files as text and count their lines."""
+    the time Spark needs to read the same files as text and count their lines. With ``event_log``
+    (a directory), the session writes its Spark event log there."""
     from pipelines.ingest.capture_files import list_capture_files
 
     settings = load_settings()
-    spark = build_spark(settings, app, master=master)
+    conf = None
+    if event_log:
+        Path(event_log).mkdir(parents=True, exist_ok=True)
+        conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": Path(event_log).resolve().as_uri(), "spark.eventLog.compress": "false"}
+    spark = build_spark(settings, app, master=master, conf=conf)
     files = list_capture_files(resolve_path(captures))
     spark.range(1000).selectExpr("sum(id)").collect()  # warm-up
     started = time.perf_counter()
@@ -128,6 +139,7 @@ class RebuildBench:
     driver_python_peak_mb: float
     driver_jvm_peak_mb: float | None
     stages: dict[str, float]
+    profile: str = ""
 
     @property
     def end_to_end_seconds(self) -> float:
@@ -148,7 +160,8 @@ class RebuildBench:
                 f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)"
                 if self.sampled_ticks else "reference model check: skipped (--samples 0)",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
-                "json: " + json.dumps({**asdict(self), "ratio": round(self.ratio, 3)}),
+                *([self.profile] if self.profile else []),
+                "json: " + json.dumps({**{k: v for k, v in asdict(self).items() if k != "profile"}, "ratio": round(self.ratio, 3)}),
             ]
         )
 
@@ -216,26 +229,35 @@ def _check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int) -
     return sampled, mismatched
 
 
-def bench_rebuild(captures: str, *, warehouse: str | None = None, master: str | None = None, samples: int = 1000, seed: int = 1) -> RebuildBench:
+def bench_rebuild(
+    captures: str, *, warehouse: str | None = None, master: str | None = None, samples: int = 1000, seed: int = 1, event_log: str | None = None
+) -> RebuildBench:
     """End-to-end ingest + replay + publish of ``captures`` against the read-as-text floor, then a
-    check of ``samples`` random ticks against the reference model (timed separately; 0 skips it)."""
+    check of ``samples`` random ticks against the reference model (timed separately; 0 skips it).
+    With ``event_log`` (a directory), Spark writes its event log there and the report adds where the
+    task time went, per phase (:mod:`nsreplay.spark_profile`); the session is stopped at the end."""
     from nsreplay.storage import Warehouse
     from pipelines.ingest.run import run_ingest
     from pipelines.replay.run import run_replay
 
-    spark, settings, files, floor, lines = _floor(captures, master, "nsreplay-bench-rebuild")
+    floor_started = _now_ms()
+    spark, settings, files, floor, lines = _floor(captures, master, "nsreplay-bench-rebuild", event_log)
     paths = [f.path for f in files]
+    marks = [("floor", floor_started)]
 
     scratch = warehouse or tempfile.mkdtemp(prefix="nsreplay-bench-")
     try:
         wh = Warehouse(scratch, spark, settings.warehouse.backend)
         run_id = new_run_id("bench")
+        marks.append(("ingest", _now_ms()))
         started = time.perf_counter()
         ingested = run_ingest(spark, wh, settings, resolve_path(captures), run_id)
         ingest_seconds = time.perf_counter() - started
+        marks.append(("replay and publish", _now_ms()))
         started = time.perf_counter()
         replay = run_replay(spark, wh, settings, run_id)
         replay_seconds = time.perf_counter() - started
+        marks.append(("", _now_ms()))
         python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         jvm_peak = _jvm_peak_mb(spark)
         started = time.perf_counter()
@@ -244,11 +266,22 @@ def bench_rebuild(captures: str, *, warehouse: str | None = None, master: str | 
     finally:
         if warehouse is None:
             shutil.rmtree(scratch, ignore_errors=True)
+    profile = ""
+    if event_log:
+        from nsreplay import spark_profile
+
+        app_id = spark.sparkContext.applicationId
+        spark.stop()  # closes the event log
+        phases = [(name, start, marks[i + 1][1]) for i, (name, start) in enumerate(marks[:-1])]
+        log = Path(event_log) / f"eventlog_v2_{app_id}"  # the rolling layout (Spark 4's default), else one file
+        costs = spark_profile.stage_costs(spark_profile.read_event_log(log if log.exists() else Path(event_log) / app_id))
+        profile = spark_profile.report(spark_profile.phase_costs(costs, phases))
     return RebuildBench(
         files=len(files), capture_bytes=sum(f.size_bytes for f in files), lines=lines, floor_seconds=floor,
         ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=sampled,
         mismatched_ticks=mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
         driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, **{f"replay: {k}": v for k, v in replay.stages.items()}},
+        profile=profile,
     )
 
 

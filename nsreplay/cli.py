@@ -62,6 +62,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     rebuild.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
     rebuild.add_argument("--samples", type=int, default=1000, help="ticks checked against the reference model (0: skip the check)")
     rebuild.add_argument("--master", default=None)
+    rebuild.add_argument("--event-log", default=None, metavar="DIR",
+                         help="write Spark's event log to DIR and add the task seconds of each phase and its costliest stages to the report")
     rebuild.set_defaults(func=_bench_rebuild)
     incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")
     incremental.add_argument("--captures", required=True, help="a capture directory (e.g. nsreplay generate --preset bench-hour --set timing.hours=2)")
@@ -101,7 +103,7 @@ def _bench_rebuild(args: argparse.Namespace) -> int:
         if not manifest.is_file() or json.loads(manifest.read_text()).get("preset") != args.preset:
             print(generate(preset(args.preset), out).describe())
         captures = str(out)
-    print(bench_rebuild(captures, warehouse=args.warehouse, master=args.master, samples=args.samples).report())
+    print(bench_rebuild(captures, warehouse=args.warehouse, master=args.master, samples=args.samples, event_log=args.event_log).report())
     return 0
 
 

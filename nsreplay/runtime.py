@@ -11,7 +11,7 @@ import traceback
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from nsreplay.config import PROJECT_ROOT, Settings
 
@@ -32,11 +32,12 @@ def read_spark_defaults(files: list[Path]) -> dict[str, str]:
     return settings
 
 
-def build_spark(settings: Settings, app_name: str, master: str | None = None):
+def build_spark(settings: Settings, app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None):
     """The SparkSession for a job.
 
     Under ``spark-submit`` (``spark-submit.sh``) the session takes what spark-submit was given. Run
-    directly (``nsreplay ingest``, tests, notebooks), it applies ``conf/<base,env>/spark-defaults.conf``.
+    directly (``nsreplay ingest``, tests, notebooks), it applies ``conf/<base,env>/spark-defaults.conf``,
+    then ``conf`` (settings of this one session, e.g. a benchmark's event log).
     """
     from pyspark.sql import SparkSession
 
@@ -44,7 +45,7 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None):
     if os.environ.get("NSREPLAY_UNDER_SPARK_SUBMIT"):
         return SparkSession.builder.appName(app_name).getOrCreate()
     builder = SparkSession.builder.appName(app_name)
-    for key, value in read_spark_defaults(settings.spark_defaults_files()).items():
+    for key, value in {**read_spark_defaults(settings.spark_defaults_files()), **(conf or {})}.items():
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
