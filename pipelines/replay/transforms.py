@@ -21,6 +21,7 @@ from nsreplay.model import profile_for_version
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.replay.unit_replay import UnitReplay
 from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
+from pipelines.worker import gc_paused
 from schemas.silver import BODY
 
 # Requests that change route tables, by how they are routed to units.
@@ -207,6 +208,10 @@ def replay_units(
     config = dict(default_config)
 
     def replay(table: pa.Table) -> pa.Table:
+        with gc_paused():
+            return replay_group(table)
+
+    def replay_group(table: pa.Table) -> pa.Table:
         resumed = table.filter(pc.is_valid(table[STATE_COLUMN]))
         records = table.filter(pc.is_null(table[STATE_COLUMN])).sort_by([("ts", "ascending"), ("record_rank", "ascending")])
         first = (resumed if resumed.num_rows else records).slice(0, 1).to_pylist()
