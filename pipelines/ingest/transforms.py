@@ -18,6 +18,7 @@ from pipelines.ingest.capture_files import open_capture
 from pipelines.ingest.capture_reader import RawLine, decoded, read_capture_raw
 from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits, Rejected
 from pipelines.quality.rules import RowRule, first_broken_rule, register_body_problem
+from pipelines.worker import gc_paused
 from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW
 from schemas.silver import BODY, EVENT, EVENTS, QUARANTINE, READ_LINE, TOPIC_CONFIGS
 
@@ -142,7 +143,8 @@ def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOption
             for path in batch.column(0).to_pylist():
                 lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
                 rows = (read_line_row(parser, path, line, parse, stored) for line in lines)
-                yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
+                with gc_paused():
+                    yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
 
     files = spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths)))
     return spark.createDataFrame(files, "source_file string").mapInArrow(read_files, READ_LINE)
