@@ -203,6 +203,14 @@ def _oracle_records(paths: list[str], namesrv: str):
                     yield record
 
 
+def samples_per_namesrv(samples: int, namesrvs: int) -> list[int]:
+    """``samples`` split over ``namesrvs`` NameServers as evenly as possible, summing to ``samples``
+    (the first ones take the remainder): 1000 over 3 is 334, 333, 333, not 333 each."""
+    if namesrvs <= 0:
+        return []
+    return [samples // namesrvs + (1 if i < samples % namesrvs else 0) for i in range(namesrvs)]
+
+
 def _check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int) -> tuple[int, int]:
     """Replay each NameServer with the reference model; compare the published state at ``samples``
     ticks drawn at random (seeded) across all NameServers. Returns (sampled, mismatched)."""
@@ -216,9 +224,8 @@ def _check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int) -
     coverage = history.coverage()
     until = max(c.to_ts for c in coverage)
     rng = random.Random(seed)
-    per_ns = max(1, samples // len(coverage)) if coverage else 0
     sampled = mismatched = 0
-    for cov in coverage:
+    for cov, per_ns in zip(coverage, samples_per_namesrv(samples, len(coverage))):
         run = NamesrvReplay(cov.namesrv, _oracle_records(paths, cov.namesrv), default_profile=settings.replay.default_profile,
                             default_config=settings.replay.default_config)
         ticks = [state for state in run.run(until)]

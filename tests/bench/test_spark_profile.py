@@ -71,3 +71,4 @@ def test_read_event_log_reads_the_rolling_layout_in_order(tmp_path) -> None:
     single = tmp_path / "local-3"
     single.write_text("\n".join(lines))
     assert stage_costs(read_event_log(single)) == stage_costs(EVENTS)
+
