@@ -49,8 +49,7 @@ class IngestBench:
                 "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stages.items()),
                 f"accepted {self.accepted}, duplicates {self.duplicates}, quarantined {self.quarantined}",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
-                *([self.profile] if self.profile else []),
-                "json: " + json.dumps({**{k: v for k, v in asdict(self).items() if k != "profile"}, "ratio": round(self.ratio, 3)}),
+                "json: " + json.dumps({**asdict(self), "ratio": round(self.ratio, 3)}),
             ]
         )
 

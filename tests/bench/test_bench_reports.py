@@ -1,0 +1,32 @@
+"""The benchmark reports render from their result values (no Spark needed)."""
+
+from __future__ import annotations
+
+import json
+
+from nsreplay.bench import IngestBench, RebuildBench
+
+
+def _json(report: str) -> dict:
+    return json.loads(next(line for line in report.splitlines() if line.startswith("json: "))[len("json: "):])
+
+
+def test_ingest_report() -> None:
+    bench = IngestBench(files=2, capture_bytes=2_000_000, lines=100, floor_seconds=2.0, ingest_seconds=5.0, accepted=90, duplicates=4,
+                        quarantined=6, distinct_bodies=3, driver_python_peak_mb=300.0, driver_jvm_peak_mb=None, stages={"read": 1.5})
+    text = bench.report()
+    assert "ratio ingest / floor: 2.50; 20 lines/s" in text
+    assert _json(text) == {**bench.__dict__, "ratio": 2.5}
+
+
+def test_rebuild_report_with_and_without_a_profile() -> None:
+    values = dict(files=1, capture_bytes=1_000_000, lines=300, floor_seconds=2.0, ingest_seconds=3.0, replay_seconds=2.0, changes=7,
+                  sampled_ticks=1000, mismatched_ticks=0, oracle_seconds=9.0, driver_python_peak_mb=300.0, driver_jvm_peak_mb=900.0,
+                  stages={"ingest: read": 1.0})
+    plain = RebuildBench(**values).report()
+    profiled = RebuildBench(**values, profile="task seconds by phase: ...").report()
+    assert "ratio end-to-end / floor: 2.50 (goal <= 2.5)" in plain
+    assert "reference model check: 1000 sampled ticks, 0 mismatches" in plain
+    assert "task seconds by phase" not in plain
+    assert profiled.splitlines() == plain.splitlines()[:-1] + ["task seconds by phase: ...", plain.splitlines()[-1]]
+    assert _json(plain) == _json(profiled) == {**values, "ratio": 2.5}
