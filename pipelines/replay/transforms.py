@@ -21,7 +21,7 @@ from nsreplay.model import profile_for_version
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.replay.unit_replay import UnitReplay
 from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
-from pipelines.worker import gc_paused
+from pipelines.worker import gc_paused, table_rows
 from schemas.silver import BODY
 
 # Requests that change route tables, by how they are routed to units.
@@ -224,7 +224,7 @@ def replay_units(
         else:
             unit_replay = UnitReplay(origin=origins[namesrv], default_profile=default_profile, default_config=config)
             out = []
-        out += [{"namesrv": namesrv, "unit": unit, **change} for change in unit_replay.feed(records.to_pylist(), until)]
+        out += [{"namesrv": namesrv, "unit": unit, **change} for change in unit_replay.feed(table_rows(records), until)]
         out.append({"namesrv": namesrv, "unit": unit, "ts": until, "phase": -1, "table": "", "key": "", "op": "state", "cause": "state",
                     "state": pickle.dumps(unit_replay, protocol=pickle.HIGHEST_PROTOCOL)})
         return pa.Table.from_pylist(out, schema=arrow_schema)
