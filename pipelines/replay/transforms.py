@@ -82,30 +82,35 @@ def replay_records(events: DataFrame) -> DataFrame:
 def unit_facts(events: DataFrame, default_profile: str) -> dict[str, UnitFacts]:
     """What decides each NameServer's replay units, from distinct membership facts (small metadata):
     the (brokerName, address, connection, cluster) of registrations and unregistrations, the
-    brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under."""
-    facts: dict[str, set[Membership]] = {}
-    rows = (
-        events.where((F.col("kind") == "request") & F.col("code").isin(103, 104) & F.col("broker_name").isNotNull())
-        .select("namesrv", "broker_name", "broker_addr", F.when(F.col("code") == 103, F.col("conn")).alias("conn"), "cluster_name")
-        .distinct()
-        .collect()
+    brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under. One query:
+    each record is reduced to the one fact it can carry (or none), and the distinct facts are few."""
+    request = F.col("kind") == "request"
+    member = F.when(
+        request & F.col("code").isin(103, 104) & F.col("broker_name").isNotNull(),
+        F.struct("broker_name", "broker_addr", F.when(F.col("code") == 103, F.col("conn")).alias("conn"), "cluster_name"),
     )
-    for r in rows:
-        facts.setdefault(r.namesrv, set()).add(Membership(r.broker_name, r.broker_addr, r.conn, r.cluster_name))
+    topic_names = F.when(
+        request & (F.col("code") == 217) & F.col("body").isNotNull(),
+        F.from_json("body", "struct<queueDatas: array<struct<brokerName: string>>>").queueDatas.brokerName,
+    )
+    # every NameServer with its start records' versions (ingest requires the version of a start record)
+    version = F.when(F.col("kind") == "namesrv_start", F.col("rocketmq_version"))
+    rows = events.select("namesrv", member.alias("member"), topic_names.alias("names"), version.alias("version")).distinct().collect()
+    facts: dict[str, set[Membership]] = {}
     topic_groups: dict[str, set[tuple[str, ...]]] = {}
-    register_topic = events.where((F.col("kind") == "request") & (F.col("code") == 217) & F.col("body").isNotNull())
-    names = F.from_json("body", "struct<queueDatas: array<struct<brokerName: string>>>").queueDatas.brokerName
-    for r in register_topic.select("namesrv", names.alias("names")).distinct().collect():
+    profiles: dict[str, set[str]] = {}
+    for r in rows:
+        found = profiles.setdefault(r.namesrv, set())
+        if r.version is not None:
+            found.add(profile_for_version(r.version))
+        if r.member is not None:
+            m = r.member
+            facts.setdefault(r.namesrv, set()).add(Membership(m.broker_name, m.broker_addr, m.conn, m.cluster_name))
         if r.names:
             topic_groups.setdefault(r.namesrv, set()).add(tuple(n for n in r.names if n is not None))
             for n in r.names:
                 if n is not None:
                     facts.setdefault(r.namesrv, set()).add(Membership(n))
-    # every NameServer with its start records' versions (ingest requires the version of a start record)
-    started = F.when(F.col("kind") == "namesrv_start", F.col("rocketmq_version"))
-    profiles: dict[str, set[str]] = {}
-    for r in events.groupBy("namesrv").agg(F.collect_set(started).alias("versions")).collect():  # one row per NameServer
-        profiles[r.namesrv] = {profile_for_version(v) for v in r.versions}
     return {
         ns: UnitFacts(frozenset(facts.get(ns, ())), frozenset(topic_groups.get(ns, ())), frozenset(found | {default_profile}))
         for ns, found in profiles.items()
