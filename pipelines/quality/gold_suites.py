@@ -33,11 +33,10 @@ def _intervals(tables: Mapping[str, DataFrame], run_id: str) -> DataFrame:
         spec_name = name.name
         keys = INTERVAL_KEYS[spec_name]
         df = tables[spec_name].where(F.col("run_id") == run_id)
-        key = F.to_json(F.array(*[F.coalesce(F.col(k), F.lit("")) for k in keys]))
-        nxt = Window.partitionBy("namesrv", "_key").orderBy("valid_from")
+        # the key columns themselves: a null part (4.9's live keys have no cluster) is its own value
+        nxt = Window.partitionBy("namesrv", *keys).orderBy("valid_from")
         frames.append(
-            df.withColumn("_key", key)
-            .withColumn("_next_from", F.lead("valid_from").over(nxt))
+            df.withColumn("_next_from", F.lead("valid_from").over(nxt))
             .select(
                 F.lit(spec_name).alias("table"), "valid_from", "valid_to", "start_cause", "end_cause",
                 (F.col("_next_from").isNotNull() & (F.col("valid_to").isNull() | (F.col("valid_to") > F.col("_next_from")))).alias("overlaps_next"),
