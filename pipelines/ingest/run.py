@@ -129,9 +129,9 @@ def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tup
 
 def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
     """record_ids already in silver.events, read only from the partitions this batch touches (none
-    when silver.events holds no file yet: then the batch's partitions are not even listed)."""
+    while silver.events is empty: then the batch's partitions are not even listed)."""
     existing = warehouse.read(EVENTS)
-    if not warehouse.files(EVENTS):
+    if existing.isEmpty():  # the first ingest into a warehouse; cheap on any backend (no file to scan)
         return existing.select("record_id").limit(0)
     partitions = [(r.namesrv, r.event_date) for r in events.select("namesrv", "event_date").distinct().collect()]
     if not partitions:
