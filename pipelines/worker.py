@@ -38,9 +38,7 @@ def gc_paused() -> Iterator[None]:
 
 def _map_values(array: pa.MapArray) -> list[dict[Any, Any] | None]:
     """The maps of ``array`` as dicts (None where null); ``array`` may be a slice."""
-    offsets = array.offsets.to_pylist()
-    if not offsets:
-        return []
+    offsets = array.offsets.to_pylist()  # len(array) + 1 of them, even for an empty array
     start, end = offsets[0], offsets[-1]
     keys = array.keys.slice(start, end - start).to_pylist()
     items = array.items.slice(start, end - start).to_pylist()
