@@ -1,0 +1,31 @@
+"""The JVM settings in conf/ reach the JVMs: every environment runs the Parallel collector (an env's
+spark-defaults.conf replaces a key of base's whole, so an env that sets the Java options must repeat
+it), and the session JVM of this test run, configured from conf/base, does run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nsreplay.runtime import read_spark_defaults
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+ENVS = sorted(p.parent.name for p in CONF.glob("*/spark-defaults.conf") if p.parent.name != "base")
+COLLECTOR = "-XX:+UseParallelGC"
+OTHER_COLLECTORS = ("-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:+UseZGC", "-XX:+UseShenandoahGC")
+
+
+@pytest.mark.parametrize("env", ["base", *ENVS])
+def test_every_environment_selects_the_parallel_collector_for_driver_and_executors(env: str) -> None:
+    files = [CONF / "base" / "spark-defaults.conf"] + ([] if env == "base" else [CONF / env / "spark-defaults.conf"])
+    settings = read_spark_defaults(files)
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        options = settings.get(key, "").split()
+        assert COLLECTOR in options, f"conf/{env}: {key} = {settings.get(key)!r}"
+        assert not set(options) & set(OTHER_COLLECTORS), f"conf/{env}: {key} names two collectors"
+
+
+def test_the_session_jvm_runs_the_collector_conf_base_names(spark) -> None:
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
