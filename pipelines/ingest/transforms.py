@@ -18,7 +18,7 @@ from pipelines.ingest.capture_files import open_capture
 from pipelines.ingest.capture_reader import RawLine, decoded, read_capture_raw
 from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits, Rejected
 from pipelines.quality.rules import RowRule, first_broken_rule, register_body_problem
-from pipelines.worker import gc_paused
+from pipelines.worker import gc_paused, steady_archive_imports
 from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW
 from schemas.silver import BODY, EVENT, EVENTS, QUARANTINE, READ_LINE, TOPIC_CONFIGS
 
@@ -136,6 +136,7 @@ def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOption
     arrow_schema = to_arrow_schema(READ_LINE)
 
     def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        steady_archive_imports()
         body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
         parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options))
         stored: set[str] = set()

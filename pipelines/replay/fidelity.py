@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from nsreplay.model import ROUTE_TABLES, Answer, BrokerData, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info, same_answer
 from nsreplay.storage.arrow_types import to_arrow_schema
+from pipelines.worker import steady_archive_imports
 from schemas.gold import ROUTE_FIDELITY
 
 GET_ROUTEINFO_BY_TOPIC = 105
@@ -204,6 +205,7 @@ def check(queries: DataFrame, candidates: DataFrame, epochs: DataFrame, run_id: 
     arrow_schema = to_arrow_schema(ROUTE_FIDELITY.schema)
 
     def judge(asked: pa.Table, rows: pa.Table) -> pa.Table:
+        steady_archive_imports()
         return pa.Table.from_pylist(judge_queries(asked.to_pylist(), rows.to_pylist(), run_id), schema=arrow_schema)
 
     return q.groupBy("namesrv", "topic").cogroup(candidates.groupBy("namesrv", "topic")).applyInArrow(judge, ROUTE_FIDELITY.schema)

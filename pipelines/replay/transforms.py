@@ -21,7 +21,7 @@ from nsreplay.model import profile_for_version
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.replay.unit_replay import UnitReplay
 from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
-from pipelines.worker import gc_paused, table_rows
+from pipelines.worker import gc_paused, steady_archive_imports, table_rows
 from schemas.silver import BODY
 
 # Requests that change route tables, by how they are routed to units.
@@ -213,6 +213,7 @@ def replay_units(
     config = dict(default_config)
 
     def replay(table: pa.Table) -> pa.Table:
+        steady_archive_imports()
         with gc_paused():
             return replay_group(table)
 
