@@ -1,5 +1,6 @@
-"""What every entry point needs: a SparkSession configured from ``conf/``, run ids, time parsing,
-and a guard that turns any failure into a one-line reason on stderr and a non-zero exit status.
+"""What every entry point needs: a SparkSession configured from ``conf/``, DataFrames of the few
+rows a driver holds, run ids, time parsing, and a guard that turns any failure into a one-line
+reason on stderr and a non-zero exit status.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import traceback
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nsreplay.config import PROJECT_ROOT, Settings
 
@@ -52,6 +53,43 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def local_frame(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema):
+    """A DataFrame of rows the driver holds (run and publish rows, quality results, routing and
+    epoch tables: metadata, never event data), handed to Spark as one Arrow table that the JVM
+    reads itself. ``createDataFrame`` of a Python list runs a Python worker task per partition
+    instead, each time the frame is computed (a ~0.1 s job; 30 frames of 48 rows written to
+    ``noop``: 138-187 ms each from a list, 24-37 ms from Arrow).
+
+    ``schema``: a ``StructType`` or a DDL string. ``rows``: tuples in the schema's field order, or
+    dicts by field name (a missing name is null). Values are not cast: a value of the wrong type,
+    an unknown name, a tuple of the wrong length or a null in a non-nullable column raises
+    ``ValueError`` or ``TypeError`` here (pyarrow's ``ArrowInvalid`` / ``ArrowTypeError`` for values).
+    """
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from nsreplay.storage.arrow_types import to_arrow_schema
+
+    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    names = struct.fieldNames()
+    records = []
+    for row in rows:
+        if isinstance(row, Mapping):
+            unknown = set(row) - set(names)
+            if unknown:
+                raise ValueError(f"row names columns the schema does not have: {sorted(unknown)}")
+            records.append(row)
+        else:
+            if len(row) != len(names):
+                raise ValueError(f"row has {len(row)} values for {len(names)} columns ({', '.join(names)})")
+            records.append(dict(zip(names, row)))
+    table = pa.Table.from_pylist(records, schema=to_arrow_schema(struct))
+    for field in struct.fields:
+        if not field.nullable and table.column(field.name).null_count:
+            raise ValueError(f"column {field.name!r} is not nullable but a row has no value for it")
+    return spark.createDataFrame(table, struct)
 
 
 def new_run_id(prefix: str = "run") -> str:

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from nsreplay.config import Settings
+from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
 from pipelines.ingest.capture_files import CaptureFile, list_capture_files
 from pipelines.ingest.records import ParserLimits
@@ -168,7 +169,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     if to_read:
         read = read_capture_records(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
     else:
-        read = spark.createDataFrame([], READ_LINE)
+        read = local_frame(spark, [], READ_LINE)
     parsed = read.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date)).persist(StorageLevel.MEMORY_AND_DISK)
     cached = [parsed]
     try:
@@ -217,7 +218,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             events_cheap=not events_cached,
         )
         clock.lap("great expectations")
-        warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), commit)
+        warehouse.append(QUALITY_RESULTS, local_frame(spark, report.rows, QUALITY_RESULTS.schema), commit)
         status = "succeeded" if report.passed else "failed_quality"
         stale: tuple[StaleWindow, ...] = ()
         if report.passed:
@@ -227,7 +228,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "read" if per_file.get(f.path) else "empty", per_file.get(f.path, 0), None) for f in to_read]
             file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "skipped", None, "already ingested") for f in skipped]
             if file_rows:
-                warehouse.append(INGEST_FILES, spark.createDataFrame(file_rows, INGEST_FILES.schema), commit)
+                warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:
                 stale = tuple(mark_stale(spark, warehouse, {ns: first for ns, (first, _) in spans.items()}, run_id))
         clock.lap("write silver")
@@ -254,7 +255,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             result.lines_read, result.accepted, result.duplicates, result.quarantined, by_reason, result.new_bodies,
             report.passed, status,
         )]
-        warehouse.append(INGEST_RUNS, spark.createDataFrame(run_row, INGEST_RUNS.schema), commit)
+        warehouse.append(INGEST_RUNS, local_frame(spark, run_row, INGEST_RUNS.schema), commit)
         if not report.passed:
             raise IngestQualityError(report)
         return result

@@ -19,6 +19,7 @@ from typing import Mapping
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from nsreplay.runtime import local_frame
 from pipelines.quality.suites import QualityReport, _context, _gx, _validate
 from schemas.gold import INTERVAL_KEYS, INTERVAL_TABLES, REPLAY_STATE, ROUTE_CHANGES, SCAN_TICKS
 
@@ -83,7 +84,8 @@ def validate_replay(spark: SparkSession, *, run_id: str, tables: Mapping[str, Da
     states = tables[REPLAY_STATE.name].where(F.col("run_id") == run_id)
     state_namesrvs = states.select("namesrv").distinct().count()
     change_namesrvs = changes.select("namesrv").distinct().count()
-    run = spark.createDataFrame(
+    run = local_frame(
+        spark,
         [(int(duplicate_ticks), int(change_namesrvs - min(change_namesrvs, state_namesrvs)))],
         "duplicate_ticks long, namesrvs_without_state long",
     )

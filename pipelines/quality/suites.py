@@ -18,6 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from nsreplay.runtime import local_frame
 from pipelines.quality.rules import RowRule
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -149,7 +150,7 @@ def validate_ingest(
 
     ratio = metrics.quarantined / metrics.lines_read if metrics.lines_read else 0.0
     unreconciled = metrics.lines_read - (metrics.accepted + metrics.duplicates + metrics.quarantined)
-    run = spark.createDataFrame([(float(ratio), int(unreconciled))], "quarantine_ratio double, unreconciled_lines long")
+    run = local_frame(spark, [(float(ratio), int(unreconciled))], "quarantine_ratio double, unreconciled_lines long")
     run_checks = [
         e.ExpectColumnValuesToBeBetween(column="quarantine_ratio", min_value=0.0, max_value=max_quarantine_ratio),
         e.ExpectColumnValuesToBeBetween(column="unreconciled_lines", min_value=0, max_value=0),

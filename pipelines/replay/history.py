@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from nsreplay.model import NameServer, profile_for_version
+from nsreplay.runtime import local_frame
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,
     BROKER_LIVE_INTERVALS,
@@ -58,7 +59,8 @@ def epochs(starts: Mapping[str, list[tuple[int, str, Mapping[str, object]]]], or
 
 
 def epochs_frame(spark: SparkSession, items: Iterable[Epoch]) -> DataFrame:
-    return spark.createDataFrame(
+    return local_frame(
+        spark,
         [(e.namesrv, e.start_ts, e.end_ts, e.profile, dict(e.config), e.first_tick, e.interval) for e in items],
         "namesrv string, start_ts long, end_ts long, profile string, config map<string,string>, first_tick long, interval long",
     )

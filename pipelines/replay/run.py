@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from nsreplay.config import Settings
+from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
@@ -245,7 +246,7 @@ def replay_window(
         replayed = replayed.unionByName(upto.where(F.col("namesrv").isin(from_start) & (F.col("ts") <= after)))
     resume = None
     if sources:
-        plan = F.broadcast(spark.createDataFrame(sources, "namesrv string, unit string, source string"))
+        plan = F.broadcast(local_frame(spark, sources, "namesrv string, unit string, source string"))
         resume = plan.join(
             carried.select("namesrv", F.col("unit").alias("source"), F.col("state").alias(STATE_COLUMN)), ["namesrv", "source"]
         ).select("namesrv", "unit", STATE_COLUMN)
@@ -269,7 +270,7 @@ def replay_window(
     generic = generic_intervals(changes).repartitionByRange(cuts, "namesrv", "table", F.col("valid_to").isNull()).persist(StorageLevel.MEMORY_AND_DISK)
     logged = changes.where(~F.col("carried")).drop("carried")
     ticks = scan_ticks(epoch_df, logged, until, run_id, after=after).persist(StorageLevel.MEMORY_AND_DISK)
-    facts_rows = spark.createDataFrame([(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()], REPLAY_STATE.schema)
+    facts_rows = local_frame(spark, [(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()], REPLAY_STATE.schema)
     new_states = output.where(F.col("state").isNotNull()).select("namesrv", F.lit(until).alias("window_to"), "unit", "state", F.lit(run_id).alias("run_id"))
     try:
         outputs: dict[str, tuple[DataFrame, str | None]] = {
@@ -316,7 +317,8 @@ def replay_window(
             "latest": latest,
         }
         window_from_value = after if after is not None else min(origins.values())
-        run_row = spark.createDataFrame(
+        run_row = local_frame(
+            spark,
             [(run_id, int(time.time() * 1000), window_from_value, until, [(ns, f, t, p) for ns, (f, t, p) in sorted(coverage.items())],
               versions, counts, json.dumps(summary, sort_keys=True))],
             REPLAY_RUNS.schema,
@@ -359,7 +361,7 @@ def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> Qual
     run = written_run(warehouse, run_id)
     tables = {spec.name: warehouse.read(spec, version=run["table_versions"][spec.name]) for spec in REPLAY_TABLES}
     report = validate_replay(spark, run_id=run_id, tables=tables)
-    warehouse.append(QUALITY_RESULTS, spark.createDataFrame(list(report.rows), QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job="gold-quality"))
+    warehouse.append(QUALITY_RESULTS, local_frame(spark, report.rows, QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job="gold-quality"))
     return report
 
 
@@ -380,7 +382,8 @@ def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> di
         raise PublishRefusedError(f"gold tables changed since run {run_id!r} wrote them ({', '.join(sorted(moved))}): re-run its replay stage")
     quality = json.loads(run["quality"])
     quality["gold_expectations"] = len(results)
-    row = spark.createDataFrame(
+    row = local_frame(
+        spark,
         [(run_id, int(time.time() * 1000), run["window_from"], run["window_to"],
           [(c["namesrv"], c["from_ts"], c["to_ts"], c["profile"]) for c in run["namesrvs"]],
           run["table_versions"], run["row_counts"], json.dumps(quality, sort_keys=True))],

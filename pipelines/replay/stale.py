@@ -19,6 +19,7 @@ from typing import Mapping
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
 from schemas.gold import PUBLISH_LOG, STALE_WINDOWS
 
@@ -60,7 +61,7 @@ def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[
     ]
     if stale:
         rows = [(s.namesrv, s.window_from, s.window_to, s.published_run_id, s.late_from_ts, s.detected_by, s.detected_ms) for s in stale]
-        warehouse.append(STALE_WINDOWS, spark.createDataFrame(rows, STALE_WINDOWS.schema), CommitInfo(run_id=run_id, job="stale-check"))
+        warehouse.append(STALE_WINDOWS, local_frame(spark, rows, STALE_WINDOWS.schema), CommitInfo(run_id=run_id, job="stale-check"))
     return stale
 
 

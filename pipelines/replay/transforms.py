@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from nsreplay.model import profile_for_version
+from nsreplay.runtime import local_frame
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.replay.unit_replay import UnitReplay
 from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
@@ -131,7 +132,7 @@ def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMa
         routes += [(ns, "addr", k, u) for k, u in m.by_addr.items()]
         routes += [(ns, "conn", k, u) for k, u in m.by_conn.items()]
         routes += [(ns, "all", BROADCAST, u) for u in sorted(m.units())]
-    table = F.broadcast(spark.createDataFrame(routes, "namesrv string, route string, route_key string, unit string"))
+    table = F.broadcast(local_frame(spark, routes, "namesrv string, route string, route_key string, unit string"))
     code, kind = F.col("code"), F.col("kind")
     keyed = events.withColumn(
         "route",
