@@ -74,10 +74,11 @@ def local_frame(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema
 
     struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
     names = struct.fieldNames()
+    known = set(names)
     records = []
     for row in rows:
         if isinstance(row, Mapping):
-            unknown = set(row) - set(names)
+            unknown = set(row) - known
             if unknown:
                 raise ValueError(f"row names columns the schema does not have: {sorted(unknown)}")
             records.append(row)

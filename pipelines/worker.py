@@ -19,7 +19,7 @@ path at every task. pyspark's worker calls ``importlib.invalidate_caches()`` whe
 and Python 3.11's ``zipimporter`` answers by reading its archive's whole directory again, in Python.
 Spark 4 puts three archives on a worker's path: ``pyspark.zip`` (1,220 entries), py4j's zip and
 spark-core's jar (5,261 entries, no Python in it), so every task started with ~65 ms of that (400
-tasks of an identity ``mapInArrow`` on ``local[2]``: 26.0/27.7 s -> 11.3/11.8 s). Once called in
+tasks of an identity ``mapInArrow`` on ``local[2]``: 28.0/27.9 s -> 11.9/12.1 s). Once called in
 a worker, an archive's directory is read again only when the archive changed (size, mtime, inode).
 """
 
