@@ -1,6 +1,7 @@
 """The JVM settings in conf/ reach the JVMs: every environment runs the Parallel collector (an env's
 spark-defaults.conf replaces a key of base's whole, so an env that sets the Java options must repeat
-it), and the session JVM of this test run, configured from conf/base, does run it."""
+it), and the session JVM of this test run, configured from conf/base, does run it; the session
+caches frames uncompressed, as conf/base says."""
 
 from __future__ import annotations
 
@@ -29,3 +30,9 @@ def test_every_environment_selects_the_parallel_collector_for_driver_and_executo
 def test_the_session_jvm_runs_the_collector_conf_base_names(spark) -> None:
     beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
+
+
+def test_the_session_caches_frames_uncompressed_as_conf_base_says(spark) -> None:
+    base = read_spark_defaults([CONF / "base" / "spark-defaults.conf"])
+    assert base["spark.sql.inMemoryColumnarStorage.compressed"] == "false"
+    assert spark.conf.get("spark.sql.inMemoryColumnarStorage.compressed") == "false"
