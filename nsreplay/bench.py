@@ -13,10 +13,11 @@ import resource
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsreplay.config import load_settings
+from nsreplay.jvm_threads import JvmCpu, read_jvm_cpu
 from nsreplay.runtime import build_spark, new_run_id, resolve_path
 
 
@@ -58,10 +59,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _jvm_pid(spark) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
 def _jvm_peak_mb(spark) -> float | None:
     try:
-        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-        with open(f"/proc/{pid}/status") as status:
+        with open(f"/proc/{_jvm_pid(spark)}/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
@@ -139,6 +143,7 @@ class RebuildBench:
     driver_jvm_peak_mb: float | None
     stages: dict[str, float]
     profile: str = ""
+    jvm_cpu: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def end_to_end_seconds(self) -> float:
@@ -159,6 +164,8 @@ class RebuildBench:
                 f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)"
                 if self.sampled_ticks else "reference model check: skipped (--samples 0)",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
+                *(["driver JVM CPU by thread (/proc; in local mode the tasks' JVM side is in it, their Python workers are not):"]
+                  + [f"  {phase}: {JvmCpu(kinds).text()}" for phase, kinds in self.jvm_cpu.items()] if self.jvm_cpu else []),
                 *([self.profile] if self.profile else []),
                 "json: " + json.dumps({**{k: v for k, v in asdict(self).items() if k != "profile"}, "ratio": round(self.ratio, 3)}),
             ]
@@ -245,6 +252,8 @@ def bench_rebuild(
 ) -> RebuildBench:
     """End-to-end ingest + replay + publish of ``captures`` against the read-as-text floor, then a
     check of ``samples`` random ticks against the reference model (timed separately; 0 skips it).
+    The report gives the driver JVM's CPU per phase by kind of thread (:mod:`nsreplay.jvm_threads`;
+    on Linux), which task time does not show: JIT compilation, garbage collection.
     With ``event_log`` (a directory), Spark writes its event log there and the report adds where the
     task time went, per phase (:mod:`nsreplay.spark_profile`); the session is stopped at the end."""
     from nsreplay.storage import Warehouse
@@ -260,15 +269,24 @@ def bench_rebuild(
     try:
         wh = Warehouse(scratch, spark, settings.warehouse.backend)
         run_id = new_run_id("bench")
+        pid = _jvm_pid(spark)
+        cpu = [read_jvm_cpu(pid)]
         marks.append(("ingest", _now_ms()))
         started = time.perf_counter()
         ingested = run_ingest(spark, wh, settings, resolve_path(captures), run_id)
         ingest_seconds = time.perf_counter() - started
+        cpu.append(read_jvm_cpu(pid))
         marks.append(("replay and publish", _now_ms()))
         started = time.perf_counter()
         replay = run_replay(spark, wh, settings, run_id)
         replay_seconds = time.perf_counter() - started
+        cpu.append(read_jvm_cpu(pid))
         marks.append(("", _now_ms()))
+        jvm_cpu = {
+            name: dict(after.since(before).seconds)
+            for name, before, after in (("ingest", cpu[0], cpu[1]), ("replay and publish", cpu[1], cpu[2]))
+            if before is not None and after is not None
+        }
         python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         jvm_peak = _jvm_peak_mb(spark)
         started = time.perf_counter()
@@ -292,7 +310,7 @@ def bench_rebuild(
         ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=sampled,
         mismatched_ticks=mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
         driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, **{f"replay: {k}": v for k, v in replay.stages.items()}},
-        profile=profile,
+        profile=profile, jvm_cpu=jvm_cpu,
     )
 
 

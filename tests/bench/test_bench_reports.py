@@ -29,4 +29,20 @@ def test_rebuild_report_with_and_without_a_profile() -> None:
     assert "reference model check: 1000 sampled ticks, 0 mismatches" in plain
     assert "task seconds by phase" not in plain
     assert profiled.splitlines() == plain.splitlines()[:-1] + ["task seconds by phase: ...", plain.splitlines()[-1]]
-    assert _json(plain) == _json(profiled) == {**values, "ratio": 2.5}
+    assert _json(plain) == _json(profiled) == {**values, "jvm_cpu": {}, "ratio": 2.5}
+
+
+def test_rebuild_report_gives_the_jvm_cpu_of_each_phase() -> None:
+    values = dict(files=1, capture_bytes=1_000_000, lines=300, floor_seconds=2.0, ingest_seconds=3.0, replay_seconds=2.0, changes=7,
+                  sampled_ticks=0, mismatched_ticks=0, oracle_seconds=0.0, driver_python_peak_mb=300.0, driver_jvm_peak_mb=900.0,
+                  stages={"ingest: read": 1.0})
+    cpu = {"ingest": {"tasks": 3.0, "jit compiler": 1.5, "gc": 0.3, "other": 0.5, "exited threads": 0.0},
+           "replay and publish": {"tasks": 2.0, "jit compiler": 1.0, "gc": 0.0, "other": 0.5, "exited threads": 0.5}}
+    lines = RebuildBench(**values, jvm_cpu=cpu).report().splitlines()
+    start = lines.index("driver JVM CPU by thread (/proc; in local mode the tasks' JVM side is in it, their Python workers are not):")
+    assert lines[start + 1:start + 3] == [
+        "  ingest: 5.3 s (tasks 3.0, jit compiler 1.5, gc 0.3, other 0.5, exited threads 0.0)",
+        "  replay and publish: 4.0 s (tasks 2.0, jit compiler 1.0, gc 0.0, other 0.5, exited threads 0.5)",
+    ]
+    assert _json("\n".join(lines))["jvm_cpu"] == cpu
+    assert not any(line.startswith("driver JVM CPU") for line in RebuildBench(**values).report().splitlines())
