@@ -282,9 +282,9 @@ def bench_rebuild(
         replay_seconds = time.perf_counter() - started
         cpu.append(read_jvm_cpu(pid))
         marks.append(("", _now_ms()))
-        jvm_cpu = {
+        jvm_cpu = {  # a reading at the start and end of each timed phase (the marks after the floor's)
             name: dict(after.since(before).seconds)
-            for name, before, after in (("ingest", cpu[0], cpu[1]), ("replay and publish", cpu[1], cpu[2]))
+            for (name, _), before, after in zip(marks[1:-1], cpu, cpu[1:])
             if before is not None and after is not None
         }
         python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
