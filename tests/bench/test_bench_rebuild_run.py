@@ -1,0 +1,23 @@
+"""``bench_rebuild`` end to end on the tiny preset, in the test session's Spark: the sampled ticks
+match the reference model, and the JVM's CPU is read around each timed phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nsreplay.bench import bench_rebuild
+from nsreplay.generator import generate, preset
+from nsreplay.jvm_threads import KINDS
+
+
+def test_bench_rebuild_on_the_tiny_preset(spark, tmp_path: Path) -> None:
+    generate(preset("tiny"), tmp_path / "captures", workers=2)
+    bench = bench_rebuild(str(tmp_path / "captures"), warehouse=str(tmp_path / "warehouse"), samples=12)
+    assert (bench.sampled_ticks, bench.mismatched_ticks) == (12, 0)
+    assert list(bench.jvm_cpu) == ["ingest", "replay and publish"]
+    for phase, kinds in bench.jvm_cpu.items():
+        assert set(kinds) == set(KINDS), phase
+        assert sum(kinds.values()) > 0, phase  # the session's JVM ran this phase's Spark jobs
+    lines = bench.report().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("driver JVM CPU by thread"))
+    assert [line.split(":")[0] for line in lines[start + 1:start + 3]] == ["  ingest", "  replay and publish"]
