@@ -43,6 +43,14 @@ case "$master" in
     ;;
 esac
 
+# Local masters: nsreplay's local file system (nsreplay/local_fs.py; nothing when the user set the
+# file system or a class path, or when no javac can build it).
+case "$master" in
+  local|local\[*|local-cluster\[*)
+    while IFS= read -r arg; do extra+=("$arg"); done < <("$VENV/bin/python" -m nsreplay.local_fs "$master" "$props" ${args[@]+"${args[@]}"})
+    ;;
+esac
+
 export NSREPLAY_UNDER_SPARK_SUBMIT=1
 export SPARK_HOME="${SPARK_HOME:-$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 cd "$NSREPLAY_ROOT"
