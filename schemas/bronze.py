@@ -36,6 +36,7 @@ CAPTURES_RAW = TableSpec(
     ),
     partition_by=("ingest_date",),
     description="Every capture line as read, with its file, line number and ingest run.",
+    distinct_columns=("line_no", "line"),
 )
 
 # One row per distinct body text that split lines refer to (written by the run that first met it).

@@ -105,6 +105,7 @@ BROKER_LIVE_INTERVALS = TableSpec(
     ),
     partition_by=("namesrv",),
     description="brokerLiveTable: one BrokerLiveInfo per live key and validity interval.",
+    distinct_columns=("last_update_ts", "valid_from", "valid_to"),
 )
 
 FILTER_SERVER_INTERVALS = TableSpec(
@@ -154,6 +155,7 @@ ROUTE_CHANGES = TableSpec(
     ),
     partition_by=("namesrv",),
     description="Per-change log of all route tables: (tick, table, key, op, before, after, cause).",
+    distinct_columns=("ts", "before", "after"),
 )
 
 KEYFRAMES = TableSpec(

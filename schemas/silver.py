@@ -57,6 +57,7 @@ EVENTS = TableSpec(
     schema=StructType(list(EVENT.fields) + [StructField("event_date", _str, False)]),
     partition_by=("namesrv", "event_date"),
     description="Typed capture records, deduplicated, partitioned by NameServer and UTC day for the replay.",
+    distinct_columns=("ts", "seq", "opaque", "record_id", "line_no"),
 )
 
 TOPIC_CONFIG = StructType(

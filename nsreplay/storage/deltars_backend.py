@@ -8,7 +8,7 @@ How a write works:
    only those holding a row for which it is true (Parquet statistics skip most files unread), read
    them back and keep their rows for which ``where`` is not true.
 3. Spark writes the new rows (and the kept ones) as zstd Parquet, partitioned like the table, into
-   ``<table>/_staging/<uuid>/``.
+   ``<table>/_staging/<uuid>/`` (the spec's distinct columns without dictionary: ``TableSpec.parquet_options``).
 4. The driver moves each data file to the same relative path below the table root, and reads its row
    count from the Parquet footer.
 5. One ``create_write_transaction`` commits removes of the affected files + adds of the new ones +
@@ -235,7 +235,7 @@ class DeltaRsBackend(Backend):
         return self._committed_version(location, request.write_id, read_version)
 
     def _stage(self, spark: "SparkSession", data: "DataFrame", spec: TableSpec, target: str) -> None:
-        writer = data.write.mode("errorifexists").option("compression", "zstd")
+        writer = data.write.mode("errorifexists").option("compression", "zstd").options(**spec.parquet_options())
         if spec.partition_by:
             writer = writer.partitionBy(*spec.partition_by)
         settings = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"} if contains_timestamp(spec.schema) else {}

@@ -72,6 +72,10 @@ class TableSpec:
     ``partition_by`` names columns of ``schema`` (in directory order). Partition columns must be string,
     boolean, integral or date columns, and at least one column must remain a data column.
 
+    ``distinct_columns`` names top-level data columns whose values are (nearly) all different within
+    a data file (ids, event times, JSON values). They are written without a Parquet dictionary: the
+    writer would hash every value into one and then find it useless (:meth:`parquet_options`).
+
     Raises ``ValueError`` (or ``TypeError`` for wrong argument types) when any of this does not hold.
 
     >>> TableSpec("silver.events", T.StructType([T.StructField("namesrv", T.StringType()),
@@ -83,6 +87,7 @@ class TableSpec:
     schema: T.StructType
     partition_by: tuple[str, ...] = ()
     description: str = ""
+    distinct_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -116,6 +121,14 @@ class TableSpec:
             raise ValueError(f"table {self.name!r}: duplicate partition columns {list(self.partition_by)}")
         if len(self.partition_by) == len(names):
             raise ValueError(f"table {self.name!r}: every column is a partition column; keep at least one data column")
+        if isinstance(self.distinct_columns, str):
+            raise TypeError("TableSpec.distinct_columns must be a sequence of column names, not a str")
+        object.__setattr__(self, "distinct_columns", tuple(self.distinct_columns))
+        for column in self.distinct_columns:
+            if column not in names or column in self.partition_by:
+                raise ValueError(f"table {self.name!r}: distinct column {column!r} is not a data column of the schema")
+        if len(set(self.distinct_columns)) != len(self.distinct_columns):
+            raise ValueError(f"table {self.name!r}: duplicate distinct columns {list(self.distinct_columns)}")
 
     @property
     def path_parts(self) -> tuple[str, ...]:
@@ -131,6 +144,10 @@ class TableSpec:
     def data_columns(self) -> tuple[str, ...]:
         """The non-partition columns, in schema order."""
         return tuple(n for n in self.schema.fieldNames() if n not in self.partition_by)
+
+    def parquet_options(self) -> dict[str, str]:
+        """Parquet writer options of this table: no dictionary for the :attr:`distinct_columns`."""
+        return {f"parquet.enable.dictionary#{column}": "false" for column in self.distinct_columns}
 
 
 def _check_struct_names(table: str, struct: T.StructType, path: str) -> None:

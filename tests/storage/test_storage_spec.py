@@ -73,12 +73,23 @@ def test_table_spec_accepts_valid_spec_and_normalizes_partition_by() -> None:
         ({"schema": schema(f("t", T.TimestampNTZType()))}, ValueError, "timestamp_ntz"),
         ({"schema": schema(f("c", T.CharType(3)))}, ValueError, "not supported"),
         ({"schema": schema(f("n", T.NullType()))}, ValueError, "no supported"),
+        ({"distinct_columns": ("nope",)}, ValueError, "not a data column"),
+        ({"distinct_columns": ("p",), "partition_by": ("p",)}, ValueError, "not a data column"),
+        ({"distinct_columns": ("s", "s")}, ValueError, "duplicate distinct columns"),
+        ({"distinct_columns": "s"}, TypeError, "not a str"),
     ],
 )
 def test_table_spec_rejects_invalid_specs(kwargs: dict, error: type, fragment: str) -> None:
     args = {"name": "silver.events", "schema": ALL_TYPES, "partition_by": ()} | kwargs
     with pytest.raises(error, match=fragment):
         TableSpec(**args)
+
+
+def test_distinct_columns_are_written_without_a_parquet_dictionary() -> None:
+    spec = TableSpec("silver.events", ALL_TYPES, partition_by=("p",), distinct_columns=["i64", "s"])  # type: ignore[arg-type]
+    assert spec.distinct_columns == ("i64", "s")
+    assert spec.parquet_options() == {"parquet.enable.dictionary#i64": "false", "parquet.enable.dictionary#s": "false"}
+    assert TableSpec("silver.events", ALL_TYPES).parquet_options() == {}
 
 
 def test_table_spec_needs_a_data_column() -> None:

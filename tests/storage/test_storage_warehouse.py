@@ -146,6 +146,26 @@ def test_ensure_creates_the_table_once_with_the_explicit_schema(wh: Warehouse, s
     assert [h["operation"] for h in wh.history(EVENTS)] == ["CREATE TABLE"]
 
 
+def _dictionary_columns(path: str) -> set[str]:
+    """The columns of a Parquet file whose chunks start with a dictionary page."""
+    meta = pq.ParquetFile(path).metadata
+    return {meta.row_group(g).column(c).path_in_schema for g in range(meta.num_row_groups)
+            for c in range(meta.num_columns) if meta.row_group(g).column(c).has_dictionary_page}
+
+
+def test_distinct_columns_are_written_without_a_dictionary_and_read_back_the_same(wh: Warehouse, spark) -> None:
+    plain = TableSpec(EVENTS.name, EVENTS.schema, EVENTS.partition_by, distinct_columns=("ts", "body"))
+    rows = [("10.0.0.1:9876", D1, i, 100 + i % 3, f"body-{i % 4}") for i in range(200)]
+    wh.append(plain, events(spark, rows), commit("r1"))
+    assert_same(wh.read(plain), events(spark, rows))
+    found = [_dictionary_columns(uri) for uri in wh.file_uris(plain)]
+    assert found and all(columns == {"code"} for columns in found)  # the other data column keeps its dictionary
+    other = Warehouse(os.path.join(wh.root, "other"), spark, backend="delta-rs")
+    other.append(EVENTS, events(spark, rows), commit("r1"))
+    # without the setting, body (4 values) gets one; ts, all different, is left plain by the writer itself
+    assert all(_dictionary_columns(uri) == {"code", "body"} for uri in other.file_uris(EVENTS))
+
+
 def test_read_of_an_empty_table_is_an_empty_dataframe_with_the_schema(wh: Warehouse, spark) -> None:
     wh.ensure(EVENTS)
     assert_same(wh.read(EVENTS), events(spark, []))
