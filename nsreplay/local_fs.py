@@ -9,7 +9,8 @@ Contract:
 
 * :func:`ensure_jar` compiles that one class against the Spark jars into
   ``build/jvm/nsreplay-hadoop-<source hash>.jar`` the first time (a second or two) and returns the
-  jar; it returns None, with a warning, when no ``javac`` is found or compiling fails.
+  jar; it returns None, with a warning, when no ``javac`` is found, compiling fails or the build
+  directory cannot be written.
 * :func:`session_conf` (sessions started from Python) and :func:`submit_args` (``spark-submit.sh``)
   put the jar on the driver's and executors' class paths and name the class for ``file://``, only
   for local masters (``local``, ``local[…]``, ``local-cluster[…]``: executors on this machine) and
@@ -84,21 +85,25 @@ def ensure_jar(source: Path = SOURCE, build_dir: Path | None = None) -> Path | N
         log.warning("local file system: %s; Spark keeps Hadoop's (a chmod process per file written)",
                     "no javac found (install a JDK, not only a JRE)" if javac is None else "no Spark jars found")
         return None
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=build_dir) as tmp:
-        classes = Path(tmp) / "classes"
-        done = subprocess.run(
-            [javac, "-nowarn", "-encoding", "UTF-8", "-cp", str(jars / "*"), "-d", str(classes), str(source)],
-            capture_output=True, text=True,
-        )
-        if done.returncode != 0:
-            log.warning("local file system: javac failed (%s); Spark keeps Hadoop's", done.stderr.strip()[-500:])
-            return None
-        built = Path(tmp) / "nsreplay-hadoop.jar"
-        with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as jar:
-            for path in sorted(classes.rglob("*.class")):
-                jar.write(path, path.relative_to(classes).as_posix())
-        os.replace(built, target)  # atomic: a concurrent build leaves one whole jar
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=build_dir) as tmp:
+            classes = Path(tmp) / "classes"
+            done = subprocess.run(
+                [javac, "-nowarn", "-encoding", "UTF-8", "-cp", str(jars / "*"), "-d", str(classes), str(source)],
+                capture_output=True, text=True,
+            )
+            if done.returncode != 0:
+                log.warning("local file system: javac failed (%s); Spark keeps Hadoop's", done.stderr.strip()[-500:])
+                return None
+            built = Path(tmp) / "nsreplay-hadoop.jar"
+            with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as jar:
+                for path in sorted(classes.rglob("*.class")):
+                    jar.write(path, path.relative_to(classes).as_posix())
+            os.replace(built, target)  # atomic: a concurrent build leaves one whole jar
+    except OSError as exc:  # e.g. a read-only checkout: run without it rather than not at all
+        log.warning("local file system: cannot build %s (%s); Spark keeps Hadoop's", target, exc)
+        return None
     return target
 
 

@@ -106,6 +106,13 @@ def test_without_javac_no_jar_and_no_setting_is_added(tmp_path: Path, monkeypatc
     assert local_fs.submit_args("local[*]", {}, []) == []
 
 
+def test_a_build_directory_that_cannot_be_written_gives_no_jar(tmp_path: Path, caplog) -> None:
+    _jar_or_skip()
+    (tmp_path / "a-file").write_text("")
+    assert local_fs.ensure_jar(local_fs.SOURCE, tmp_path / "a-file" / "build") is None
+    assert "cannot build" in caplog.text
+
+
 @pytest.mark.parametrize("master", ["local", "local[*]", "local[2]", "local-cluster[2,1,1024]"])
 def test_local_masters_get_the_jar_on_both_class_paths_and_the_class_for_file_urls(master: str) -> None:
     jar = str(_jar_or_skip())
