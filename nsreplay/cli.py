@@ -71,6 +71,15 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     incremental.add_argument("--rounds", type=int, default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
     incremental.add_argument("--master", default=None)
     incremental.set_defaults(func=_bench_incremental)
+    scale = bench.add_parser("scale", help="the rebuild of H hours vs. factor x H hours of the same preset, each in a fresh process (linearity, driver memory)")
+    scale.add_argument("--preset", default="bench-day", help="generator preset both captures come from (default: bench-day)")
+    scale.add_argument("--hours", type=float, default=6.0, help="hours of the smaller capture (default: 6)")
+    scale.add_argument("--factor", type=float, default=4.0, help="the larger capture has factor x the hours (default: 4; goal: <= 1.1 x factor the time)")
+    scale.add_argument("--out", default="captures/bench", help="where the captures are written (reused when their generator config matches)")
+    scale.add_argument("--rounds", type=int, default=1, help="alternating rounds; each size keeps its fastest (default: 1)")
+    scale.add_argument("--seed", type=int, default=None, help="generator seed (default: the preset's)")
+    scale.add_argument("--master", default=None)
+    scale.set_defaults(func=_bench_scale)
     serve = bench.add_parser("serve", help="serving shim: index build, memory, HTTP throughput (wrk) and latency at a fixed rate, remoting")
     serve.add_argument("--warehouse", required=True, help="a published warehouse")
     serve.add_argument("--duration", type=float, default=10.0, help="seconds per measurement (default 10)")
@@ -104,6 +113,24 @@ def _bench_rebuild(args: argparse.Namespace) -> int:
             print(generate(preset(args.preset), out).describe())
         captures = str(out)
     print(bench_rebuild(captures, warehouse=args.warehouse, master=args.master, samples=args.samples, event_log=args.event_log).report())
+    return 0
+
+
+def _bench_scale(args: argparse.Namespace) -> int:
+    from functools import partial
+    from pathlib import Path
+
+    from nsreplay.bench_scale import ScaleBenchError, bench_scale, rebuild_in_fresh_process
+    from nsreplay.generator import ConfigError
+    from nsreplay.runtime import resolve_path
+
+    try:
+        bench = bench_scale(args.preset, args.hours, factor=args.factor, out=Path(resolve_path(args.out)), rounds=args.rounds,
+                            seed=args.seed, rebuild=partial(rebuild_in_fresh_process, master=args.master))
+    except (ConfigError, ValueError, ScaleBenchError) as error:
+        print(f"bench scale: {error}", file=sys.stderr)
+        return 2
+    print(bench.report())
     return 0
 
 
