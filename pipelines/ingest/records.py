@@ -9,8 +9,9 @@ parser, its decoded form for ``silver.topic_configs``) or a :class:`Rejected` on
 ``crc_mismatch``, ``quality:<rule>`` (a row-level data-quality rule) and the reader's own
 ``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``unreadable_file``.
 
-Each line is parsed once; each distinct register body is decoded once per parser (a parser lives for
-one Spark partition). Identity:
+Each line is parsed once; each distinct register body is decoded once per :class:`ParserMemory`
+(one per Python worker process and configuration, shared by the parsers of the Spark partitions it
+runs) and reported as new once per parser (a parser lives for one partition). Identity:
 
 * ``body_id`` — content hash of how the body is decoded (raw bytes + compressed/legacy flags, or the
   canonical JSON of a ``body`` object). Equal ids mean equal decoded bodies.
@@ -25,7 +26,7 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import Any, Callable, Generic, Hashable, Mapping, TypeVar
 
 import orjson
 
@@ -243,17 +244,69 @@ class _KnownRaw:
     ids: dict[str, str] = field(default_factory=dict)
 
 
-class LineParser:
-    """Parses capture lines; remembers the register bodies it has decoded (one per Spark partition)."""
+class ParserMemory:
+    """What parsers of one configuration may share: the register bodies decoded so far (or the
+    reason each was rejected), the body texts and ``body_b64`` texts met before, and the (code,
+    header) pairs that passed the checks. Everything in it is a function of the texts it was made
+    from and of the configuration (limits and body rule), so a parser that starts with a warm memory
+    gives the same verdicts as one that starts empty, only sooner. Bounded: the decoded bodies start
+    afresh at ``MAX_BODIES`` entries or ``MAX_BODY_BYTES`` of encoded body, the text caches as
+    :class:`_TextCache` says."""
 
-    def __init__(self, limits: ParserLimits, body_rule: Callable[[RegisterBody], str | None] | None = None) -> None:
+    MAX_BODIES = 4096
+    MAX_BODY_BYTES = 64 * 1024 * 1024  # of the decoded bodies' encoded sizes
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, DecodedBody | _Reject] = {}
+        self._body_bytes = 0
+        self.body_texts: _TextCache[_KnownBody] = _TextCache(lambda known: known.text)
+        self.raw_texts: _TextCache[_KnownRaw] = _TextCache(lambda known: known.text)
+        self.valid_headers: set[tuple[object, ...]] = set()  # (code, *header items) that passed the checks
+
+    def remember_body(self, body_id: str, decoded: DecodedBody | _Reject) -> None:
+        if len(self.bodies) >= self.MAX_BODIES or self._body_bytes >= self.MAX_BODY_BYTES:
+            self.bodies.clear()
+            self._body_bytes = 0
+        self.bodies[body_id] = decoded
+        self._body_bytes += decoded.body_bytes if isinstance(decoded, DecodedBody) else 0
+
+
+_WORKER_MEMORY: dict[Hashable, ParserMemory] = {}
+
+
+def worker_memory(config: Hashable) -> ParserMemory:
+    """The :class:`ParserMemory` of this process for parsers of ``config`` (a value that determines
+    the parser's limits and body rule). A Spark Python worker runs many tasks one after the other; a
+    capture file's task that starts with what earlier tasks decoded skips decoding the register bodies
+    again (62-80 distinct ones per bench-day file). Only the latest configuration is kept."""
+    memory = _WORKER_MEMORY.get(config)
+    if memory is None:
+        _WORKER_MEMORY.clear()
+        memory = _WORKER_MEMORY[config] = ParserMemory()
+    return memory
+
+
+class LineParser:
+    """Parses capture lines (one parser per Spark partition). It reports a register body as new
+    (:attr:`Accepted.new_body`) the first time *this parser* meets it, whatever its ``memory`` (shared
+    between parsers of the same configuration, see :func:`worker_memory`; a fresh one when omitted)
+    already knows: each partition carries every body its lines refer to."""
+
+    def __init__(
+        self,
+        limits: ParserLimits,
+        body_rule: Callable[[RegisterBody], str | None] | None = None,
+        memory: ParserMemory | None = None,
+    ) -> None:
         self._limits = limits
         self._body_rule = body_rule
-        self._bodies: dict[str, DecodedBody | _Reject] = {}
-        self._body_texts: _TextCache[_KnownBody] = _TextCache(lambda known: known.text)
+        memory = memory if memory is not None else ParserMemory()
+        self._memory = memory
+        self._body_texts = memory.body_texts
+        self._raw_texts = memory.raw_texts
+        self._valid_headers = memory.valid_headers
+        self._reported: set[str] = set()  # body ids this parser has reported as new
         self._known: _KnownBody | None = None
-        self._raw_texts: _TextCache[_KnownRaw] = _TextCache(lambda known: known.text)
-        self._valid_headers: set[tuple[object, ...]] = set()  # (code, *header items) that passed the checks
 
     # -- the repeated-body fast path ---------------------------------------------------------------
     #
@@ -515,9 +568,8 @@ class LineParser:
 
     def _remember(self, event: dict[str, Any], body_id: str, decode: Callable[[], DecodedBody]) -> DecodedBody | None:
         """Decode a body the first time this parser sees it; reject every line that carries a bad one."""
-        known = self._bodies.get(body_id)
-        first = known is None
-        if first:
+        known = self._memory.bodies.get(body_id)
+        if known is None:
             try:
                 known = decode()
                 problem = self._body_rule(known.body) if self._body_rule else None
@@ -525,8 +577,11 @@ class LineParser:
                     known = _Reject(f"quality:{problem}", f"register body breaks rule {problem}")
             except BodyDecodeError as exc:
                 known = _Reject("undecodable_body", str(exc))
-            self._bodies[body_id] = known
+            self._memory.remember_body(body_id, known)
         if isinstance(known, _Reject):
             raise known
         event["body_id"] = body_id
-        return known if first else None
+        if body_id in self._reported:
+            return None
+        self._reported.add(body_id)
+        return known

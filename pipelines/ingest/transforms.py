@@ -16,7 +16,7 @@ from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.ingest.bronze_form import split_line
 from pipelines.ingest.capture_files import open_capture
 from pipelines.ingest.capture_reader import RawLine, decoded, read_capture_raw
-from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits, Rejected
+from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits, Rejected, worker_memory
 from pipelines.quality.rules import RowRule, first_broken_rule, register_body_problem
 from pipelines.worker import gc_paused, steady_archive_imports
 from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW
@@ -138,7 +138,10 @@ def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOption
     def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         steady_archive_imports()
         body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
-        parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options))
+        # The bodies decoded by this worker's earlier tasks are reused (same configuration only);
+        # which bodies a task reports as new does not depend on them.
+        memory = worker_memory((parse.limits, parse.max_queue_nums, parse.max_perm))
+        parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options), memory)
         stored: set[str] = set()
         for batch in batches:
             for path in batch.column(0).to_pylist():

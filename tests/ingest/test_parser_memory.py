@@ -1,0 +1,117 @@
+"""Parsers sharing a worker's memory of decoded bodies give exactly the rows of fresh parsers.
+
+A Spark Python worker runs the read-and-parse tasks of many capture files one after the other; the
+parsers of those tasks share one :class:`ParserMemory`. What a task emits must not depend on which
+tasks ran before it in that process: every file is compared, whole row by whole row, with the same
+file read by a parser that starts empty.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from nsreplay.generator import generate, preset
+from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConfig, encode_json_register_body
+from pipelines.ingest.capture_files import list_capture_files, open_capture
+from pipelines.ingest.capture_reader import RawLine, read_capture_raw
+from pipelines.ingest.records import Accepted, LineParser, ParserLimits, ParserMemory, Rejected, worker_memory
+from pipelines.ingest.transforms import ParseOptions, read_line_row
+from pipelines.quality.rules import event_rules, register_body_problem
+from nsreplay.config import load_settings
+
+SETTINGS = load_settings()
+LIMITS = ParserLimits(SETTINGS.ingest.known_codes, frozenset(SETTINGS.ingest.channel_events))
+OPTIONS = ParseOptions(
+    LIMITS,
+    event_rules(min_ts=SETTINGS.quality.min_ts, max_ts=SETTINGS.quality.max_ts),
+    max_queue_nums=SETTINGS.quality.max_queue_nums,
+    max_perm=SETTINGS.quality.max_perm,
+    keep_bytes=SETTINGS.ingest.quarantine_keep_bytes,
+)
+
+
+def parser(memory: ParserMemory | None = None) -> LineParser:
+    rule = lambda b: register_body_problem(b, max_queue_nums=OPTIONS.max_queue_nums, max_perm=OPTIONS.max_perm)  # noqa: E731
+    return LineParser(LIMITS, rule, memory)
+
+
+def file_rows(lines: list[RawLine], name: str, memory: ParserMemory | None = None) -> list[dict]:
+    """One task's rows: a parser of its own (over ``memory``) and its own set of emitted body texts."""
+    p, stored = parser(memory), set()
+    return [read_line_row(p, name, line, OPTIONS, stored) for line in lines]
+
+
+@pytest.fixture(scope="module")
+def tiny_files(tmp_path_factory) -> dict[str, list[RawLine]]:
+    out = tmp_path_factory.mktemp("tiny-memory")
+    generate(preset("tiny"), out, workers=1)
+    ingest = SETTINGS.ingest
+    return {
+        f.path: list(read_capture_raw(f.path, open_capture, max_line_bytes=ingest.max_line_bytes, keep_bytes=ingest.quarantine_keep_bytes))
+        for f in list_capture_files(str(out))
+    }
+
+
+def test_every_file_after_any_other_gives_the_rows_of_a_fresh_parser(tiny_files) -> None:
+    fresh = {name: file_rows(lines, name) for name, lines in tiny_files.items()}
+    bodies = sum(1 for rows in fresh.values() for r in rows if r.get("new_body") is not None)
+    assert bodies > 0 and any(r["status"] == "quarantined" for rows in fresh.values() for r in rows)
+    for order in itertools.permutations(tiny_files):
+        memory = ParserMemory()
+        for name in order:
+            assert file_rows(tiny_files[name], name, memory) == fresh[name], f"{name} after {order[: order.index(name)]}"
+
+
+def _register(ts: int, body: RegisterBody) -> bytes:
+    return json.dumps({
+        "namesrv": "10.0.0.10:9876", "ts": ts, "kind": "request", "code": 103, "version": 479, "opaque": 1, "conn": "c1",
+        "extFields": {"brokerName": "broker-a", "brokerAddr": "10.0.1.5:10911", "clusterName": "C", "brokerId": "0"},
+        "body": encode_json_register_body(body),
+    }, separators=(",", ":")).encode()
+
+
+def test_a_body_is_decoded_once_per_memory_and_reported_new_once_per_parser() -> None:
+    big = RegisterBody(DataVersion(0, 1732147100000, 3), tuple(TopicConfig(f"t-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+    memory = ParserMemory()
+    first, second = parser(memory), parser(memory)
+    a, a2 = first.parse(_register(1, big).decode()), first.parse(_register(2, big).decode())
+    b = second.parse(_register(3, big).decode())
+    assert isinstance(a, Accepted) and isinstance(a2, Accepted) and isinstance(b, Accepted)
+    assert a.new_body is not None and a2.new_body is None
+    assert b.new_body is a.new_body  # reported again by the second parser, from the first one's decoding
+    assert b.event["body_id"] == a.event["body_id"]
+
+
+def test_a_rejected_body_stays_rejected_for_every_parser_of_the_memory() -> None:
+    wide = RegisterBody(DataVersion(0, 1, 1), (TopicConfig("t", 8, OPTIONS.max_queue_nums + 1, 6, 0),), ())
+    memory = ParserMemory()
+    verdicts = [parser(memory).parse(_register(ts, wide).decode()) for ts in (1, 2)]
+    alone = parser().parse(_register(1, wide).decode())
+    assert isinstance(alone, Rejected) and alone.reason.startswith("quality:")
+    assert [(v.reason, v.detail) for v in verdicts if isinstance(v, Rejected)] == [(alone.reason, alone.detail)] * 2
+
+
+@pytest.mark.parametrize("bound", [("MAX_BODIES", 2), ("MAX_BODY_BYTES", 1)])
+def test_the_decoded_bodies_start_afresh_at_their_bound(monkeypatch, bound) -> None:
+    monkeypatch.setattr(ParserMemory, *bound)
+    memory, p = ParserMemory(), parser()
+    bodies = [RegisterBody(DataVersion(0, 1, n), (TopicConfig(f"t{n}", 8, 8, 6, 0),), ()) for n in range(5)]
+    expected = [p.parse(_register(n, b).decode()) for n, b in enumerate(bodies)]
+    shared = parser(memory)
+    got = [shared.parse(_register(n, b).decode()) for n, b in enumerate(bodies)]
+    assert len(memory.bodies) <= 2
+    assert got == expected
+    # a body dropped from the memory is decoded again, but not reported new twice by one parser
+    again = shared.parse(_register(9, bodies[0]).decode())
+    assert isinstance(again, Accepted) and again.new_body is None
+
+
+def test_a_worker_keeps_one_memory_for_the_latest_configuration() -> None:
+    one = worker_memory(("limits", 1024, 15))
+    assert worker_memory(("limits", 1024, 15)) is one
+    other = worker_memory(("limits", 512, 15))
+    assert other is not one
+    assert worker_memory(("limits", 1024, 15)) is not one  # the first was dropped, not kept beside the second
