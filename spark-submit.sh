@@ -48,6 +48,12 @@ esac
 case "$master" in
   local|local\[*|local-cluster\[*)
     while IFS= read -r arg; do extra+=("$arg"); done < <("$VENV/bin/python" -m nsreplay.local_fs "$master" "$props" ${args[@]+"${args[@]}"})
+    # The driver's class archive (nsreplay/jvm_archive.py), for the class path just chosen.
+    driver_cp=""
+    for ((i = 0; i < ${#extra[@]}; i++)); do
+      [ "${extra[$i]}" = "--driver-class-path" ] && driver_cp="${extra[$((i + 1))]}"
+    done
+    while IFS= read -r arg; do extra+=("$arg"); done < <("$VENV/bin/python" -m nsreplay.jvm_archive args "$master" "$props" "$driver_cp")
     ;;
 esac
 

@@ -39,7 +39,15 @@ nsreplay_bootstrap_venv() {
   echo "$want" > "$VENV/.nsreplay-stamp"
 }
 
+# The driver JVM's class archive (nsreplay/jvm_archive.py): written once per JDK and class path (about
+# a minute), mapped by every later local driver. NSREPLAY_JVM_ARCHIVE=off skips it.
+nsreplay_jvm_archive() {
+  [ "${NSREPLAY_JVM_ARCHIVE:-}" = "off" ] && return 0
+  "$VENV/bin/python" -m nsreplay.jvm_archive build >/dev/null || true
+}
+
 nsreplay_check_java
 nsreplay_bootstrap_venv
+nsreplay_jvm_archive
 export PYSPARK_PYTHON="$VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"

@@ -28,9 +28,11 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-P
         if key not in ("spark.master", "spark.driver.memory"):
             builder = builder.config(key, value)
     builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "2g")
-    from nsreplay import local_fs
+    from nsreplay import jvm_archive, local_fs
 
-    for key, value in local_fs.session_conf("local[2]", {}).items():  # as every local job gets it
+    started = local_fs.session_conf("local[2]", {})  # as every local job gets it
+    started.update(jvm_archive.session_conf("local[2]", started))
+    for key, value in started.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
