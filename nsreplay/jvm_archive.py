@@ -33,7 +33,6 @@ import atexit
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from nsreplay.config import PROJECT_ROOT
+from nsreplay.local_fs import ensure_jar, find_jdk_tool, is_local_master, spark_jars_dir
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +54,10 @@ DEFAULT_OPTIONS = "spark.driver.defaultJavaOptions"
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 
 
-def _is_local(master: str | None) -> bool:
-    return master is not None and (master == "local" or master.startswith(("local[", "local-cluster[")))
-
-
 def find_java() -> Path | None:
     """The java binary Spark's launcher will run: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
-        return Path(home, "bin", "java").resolve()
-    found = shutil.which("java")
+    found = find_jdk_tool("java")
     return Path(found).resolve() if found else None
-
-
-def _spark_jars() -> Path | None:
-    from nsreplay.local_fs import spark_jars_dir
-
-    return spark_jars_dir()
 
 
 def _fingerprint(path: Path) -> str:
@@ -84,7 +71,7 @@ def _fingerprint(path: Path) -> str:
 def archive_path(extra_class_path: str = "", build_dir: Path | None = None) -> Path | None:
     """The archive for the current java and Spark jars with ``extra_class_path`` before them; None
     when either cannot be found."""
-    java, jars = find_java(), _spark_jars()
+    java, jars = find_java(), spark_jars_dir()
     if java is None or jars is None:
         return None
     parts = [_fingerprint(java), str(jars)]
@@ -96,7 +83,7 @@ def archive_path(extra_class_path: str = "", build_dir: Path | None = None) -> P
 
 def java_options(master: str | None, conf: Mapping[str, str], build_dir: Path | None = None) -> str | None:
     """The driver JVM option that maps (or, in :func:`build`'s child, writes) the archive, or None."""
-    if os.environ.get(SWITCH, "").lower() == "off" or not _is_local(master) or DEFAULT_OPTIONS in conf:
+    if os.environ.get(SWITCH, "").lower() == "off" or not is_local_master(master) or DEFAULT_OPTIONS in conf:
         return None
     dump = os.environ.get(DUMP)
     if dump:
@@ -146,8 +133,6 @@ def _wait_for_driver_exit() -> None:
 def build(build_dir: Path | None = None, python: str = sys.executable) -> Path | None:
     """Write the archive for the current class path (see module docstring); returns it, or None when
     it could not be written (logged). Does nothing when it already exists."""
-    from nsreplay.local_fs import ensure_jar
-
     jar = ensure_jar()
     target = archive_path(str(jar) if jar else "", build_dir)
     if target is None:

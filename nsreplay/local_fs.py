@@ -54,12 +54,17 @@ def jar_path(source: Path = SOURCE, build_dir: Path | None = None) -> Path:
     return (build_dir or BUILD_DIR) / f"nsreplay-hadoop-{digest}.jar"
 
 
+def find_jdk_tool(name: str) -> str | None:
+    """``$JAVA_HOME/bin/<name>``, else ``name`` on PATH, else None (where Spark's launcher looks)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", name), os.X_OK):
+        return os.path.join(home, "bin", name)
+    return shutil.which(name)
+
+
 def find_javac() -> str | None:
     """``$JAVA_HOME/bin/javac``, else ``javac`` on PATH, else None."""
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "javac"), os.X_OK):
-        return os.path.join(home, "bin", "javac")
-    return shutil.which("javac")
+    return find_jdk_tool("javac")
 
 
 def spark_jars_dir() -> Path | None:
