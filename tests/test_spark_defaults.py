@@ -1,7 +1,8 @@
 """The JVM settings in conf/ reach the JVMs: every environment runs the Parallel collector (an env's
 spark-defaults.conf replaces a key of base's whole, so an env that sets the Java options must repeat
 it), and the session JVM of this test run, configured from conf/base, does run it; the session
-caches frames uncompressed, as conf/base says."""
+caches frames uncompressed, as conf/base says; the driver JVM of a real run uses the C2 compile
+thresholds conf/base names, and this session's JVM does run with them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from nsreplay.runtime import read_spark_defaults
 CONF = Path(__file__).resolve().parents[1] / "conf"
 ENVS = sorted(p.parent.name for p in CONF.glob("*/spark-defaults.conf") if p.parent.name != "base")
 COLLECTOR = "-XX:+UseParallelGC"
+C2_THRESHOLDS = ("Tier4InvocationThreshold", "Tier4MinInvocationThreshold", "Tier4CompileThreshold", "Tier4BackEdgeThreshold")
 OTHER_COLLECTORS = ("-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:+UseZGC", "-XX:+UseShenandoahGC")
 
 
@@ -36,3 +38,21 @@ def test_the_session_caches_frames_uncompressed_as_conf_base_says(spark) -> None
     base = read_spark_defaults([CONF / "base" / "spark-defaults.conf"])
     assert base["spark.sql.inMemoryColumnarStorage.compressed"] == "false"
     assert spark.conf.get("spark.sql.inMemoryColumnarStorage.compressed") == "false"
+
+
+def _xx_values(options: str) -> dict[str, str]:
+    """``-XX:Name=value`` options of a Java command line, by name."""
+    return dict(o[4:].split("=", 1) for o in options.split() if o.startswith("-XX:") and "=" in o)
+
+
+def test_base_raises_every_c2_threshold_above_the_jdk_default_for_the_driver() -> None:
+    defaults = {"Tier4InvocationThreshold": 5000, "Tier4MinInvocationThreshold": 600, "Tier4CompileThreshold": 15000, "Tier4BackEdgeThreshold": 40000}
+    options = _xx_values(read_spark_defaults([CONF / "base" / "spark-defaults.conf"])["spark.driver.extraJavaOptions"])
+    assert {name: int(options[name]) > defaults[name] for name in C2_THRESHOLDS} == dict.fromkeys(C2_THRESHOLDS, True)
+
+
+def test_the_session_jvm_compiles_with_the_c2_thresholds_conf_base_names(spark) -> None:
+    jvm = spark.sparkContext._jvm
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    wanted = _xx_values(read_spark_defaults([CONF / "base" / "spark-defaults.conf"])["spark.driver.extraJavaOptions"])
+    assert {name: bean.getVMOption(name).getValue() for name in C2_THRESHOLDS} == {name: wanted[name] for name in C2_THRESHOLDS}
