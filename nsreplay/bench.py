@@ -4,11 +4,16 @@
 versus the full ingest (bronze + silver + quarantine + data quality) on a fresh warehouse. A small
 warm-up job runs first so neither side pays for JVM start-up. The machine is shared and noisy: the
 ratio is the figure to compare between runs, not the seconds.
+
+``bench_rebuild`` also reads the CPU that the floor and the run used: this process, its JVM and the
+JVM's Python workers (:mod:`nsreplay.process_cpu`). Their ratio moves less than the wall-time ratio
+when the machine is shared, and it is what the run costs on a cluster.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import tempfile
@@ -18,6 +23,7 @@ from pathlib import Path
 
 from nsreplay.config import load_settings
 from nsreplay.jvm_threads import JvmCpu, read_jvm_cpu
+from nsreplay.process_cpu import read_tree_cpu
 from nsreplay.runtime import build_spark, new_run_id, resolve_path
 
 
@@ -75,9 +81,10 @@ def _jvm_peak_mb(spark) -> float | None:
 
 
 def _floor(captures: str, master: str | None, app: str, event_log: str | None = None):
-    """Spark (warmed up), the settings, the capture files, the floor in seconds and the line count:
-    the time Spark needs to read the same files as text and count their lines. With ``event_log``
-    (a directory), the session writes its Spark event log there."""
+    """Spark (warmed up), the settings, the capture files, the floor in seconds, the line count and
+    the floor's CPU seconds (this process and all it started, :mod:`nsreplay.process_cpu`; None where
+    /proc cannot be read): the time Spark needs to read the same files as text and count their
+    lines. With ``event_log`` (a directory), the session writes its Spark event log there."""
     from pipelines.ingest.capture_files import list_capture_files
 
     settings = load_settings()
@@ -88,9 +95,15 @@ def _floor(captures: str, master: str | None, app: str, event_log: str | None = 
     spark = build_spark(settings, app, master=master, conf=conf)
     files = list_capture_files(resolve_path(captures))
     spark.range(1000).selectExpr("sum(id)").collect()  # warm-up
+    cpu_before = read_tree_cpu(os.getpid())
     started = time.perf_counter()
     lines = spark.read.text([f.path for f in files]).count()
-    return spark, settings, files, time.perf_counter() - started, lines
+    seconds = time.perf_counter() - started
+    return spark, settings, files, seconds, lines, _cpu_between(cpu_before, read_tree_cpu(os.getpid()))
+
+
+def _cpu_between(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else round(after - before, 2)
 
 
 def bench_ingest(captures: str, *, warehouse: str | None = None, master: str | None = None) -> IngestBench:
@@ -99,7 +112,7 @@ def bench_ingest(captures: str, *, warehouse: str | None = None, master: str | N
     from pipelines.ingest.run import run_ingest
     from schemas.silver import TOPIC_CONFIGS
 
-    spark, settings, files, floor, lines = _floor(captures, master, "nsreplay-bench-ingest")
+    spark, settings, files, floor, lines, _ = _floor(captures, master, "nsreplay-bench-ingest")
 
     scratch = warehouse or tempfile.mkdtemp(prefix="nsreplay-bench-")
     try:
@@ -144,6 +157,8 @@ class RebuildBench:
     stages: dict[str, float]
     profile: str = ""
     jvm_cpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    floor_cpu_seconds: float | None = None  # CPU of the driver, its JVM and their Python workers
+    cpu_seconds: float | None = None  # the same over ingest + replay and publish
 
     @property
     def end_to_end_seconds(self) -> float:
@@ -152,6 +167,22 @@ class RebuildBench:
     @property
     def ratio(self) -> float:
         return self.end_to_end_seconds / self.floor_seconds if self.floor_seconds else float("inf")
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        """End-to-end CPU over the floor's CPU: the work done, steadier than wall time on a shared
+        machine (None without both readings)."""
+        if self.cpu_seconds is None or not self.floor_cpu_seconds:
+            return None
+        return self.cpu_seconds / self.floor_cpu_seconds
+
+    def _cpu_line(self) -> list[str]:
+        if self.cpu_ratio is None or not self.cpu_seconds:
+            return []
+        return [
+            f"CPU (driver, JVM and Python workers; /proc): floor {self.floor_cpu_seconds:.1f} s, end to end {self.cpu_seconds:.1f} s, "
+            f"ratio {self.cpu_ratio:.2f}; {self.lines / self.cpu_seconds:,.0f} events per CPU second"
+        ]
 
     def report(self) -> str:
         return "\n".join(
@@ -164,10 +195,15 @@ class RebuildBench:
                 f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)"
                 if self.sampled_ticks else "reference model check: skipped (--samples 0)",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
+                *self._cpu_line(),
                 *(["driver JVM CPU by thread (/proc; in local mode the tasks' JVM side is in it, their Python workers are not):"]
                   + [f"  {phase}: {JvmCpu(kinds).text()}" for phase, kinds in self.jvm_cpu.items()] if self.jvm_cpu else []),
                 *([self.profile] if self.profile else []),
-                "json: " + json.dumps({**{k: v for k, v in asdict(self).items() if k != "profile"}, "ratio": round(self.ratio, 3)}),
+                "json: " + json.dumps({
+                    **{k: v for k, v in asdict(self).items() if k != "profile"},
+                    "ratio": round(self.ratio, 3),
+                    "cpu_ratio": None if self.cpu_ratio is None else round(self.cpu_ratio, 3),
+                }),
             ]
         )
 
@@ -261,7 +297,7 @@ def bench_rebuild(
     from pipelines.replay.run import run_replay
 
     floor_started = _now_ms()
-    spark, settings, files, floor, lines = _floor(captures, master, "nsreplay-bench-rebuild", event_log)
+    spark, settings, files, floor, lines, floor_cpu = _floor(captures, master, "nsreplay-bench-rebuild", event_log)
     paths = [f.path for f in files]
     marks = [("floor", floor_started)]
 
@@ -271,6 +307,7 @@ def bench_rebuild(
         run_id = new_run_id("bench")
         pid = _jvm_pid(spark)
         cpu = [read_jvm_cpu(pid)]
+        run_cpu_before = read_tree_cpu(os.getpid())
         marks.append(("ingest", _now_ms()))
         started = time.perf_counter()
         ingested = run_ingest(spark, wh, settings, resolve_path(captures), run_id)
@@ -280,6 +317,7 @@ def bench_rebuild(
         started = time.perf_counter()
         replay = run_replay(spark, wh, settings, run_id)
         replay_seconds = time.perf_counter() - started
+        run_cpu = _cpu_between(run_cpu_before, read_tree_cpu(os.getpid()))
         cpu.append(read_jvm_cpu(pid))
         marks.append(("", _now_ms()))
         jvm_cpu = {  # a reading at the start and end of each timed phase (the marks after the floor's)
@@ -310,7 +348,7 @@ def bench_rebuild(
         ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=sampled,
         mismatched_ticks=mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
         driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, **{f"replay: {k}": v for k, v in replay.stages.items()}},
-        profile=profile, jvm_cpu=jvm_cpu,
+        profile=profile, jvm_cpu=jvm_cpu, floor_cpu_seconds=floor_cpu, cpu_seconds=run_cpu,
     )
 
 

@@ -1,5 +1,6 @@
 """``bench_rebuild`` end to end on the tiny preset, in the test session's Spark: the sampled ticks
-match the reference model, and the JVM's CPU is read around each timed phase."""
+match the reference model, the JVM's CPU is read around each timed phase, and the CPU of the whole
+process tree (driver, JVM, Python workers) around the floor and the run."""
 
 from __future__ import annotations
 
@@ -21,3 +22,10 @@ def test_bench_rebuild_on_the_tiny_preset(spark, tmp_path: Path) -> None:
     lines = bench.report().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("driver JVM CPU by thread"))
     assert [line.split(":")[0] for line in lines[start + 1:start + 3]] == ["  ingest", "  replay and publish"]
+    # the tree holds the JVM (read around the same phases, a few ms wider) and the Python workers
+    jvm_total = sum(sum(kinds.values()) for kinds in bench.jvm_cpu.values())
+    assert bench.cpu_seconds is not None and bench.cpu_seconds >= jvm_total - 0.5
+    assert bench.floor_cpu_seconds is not None and bench.floor_cpu_seconds >= 0
+    if bench.floor_cpu_seconds:
+        assert bench.cpu_ratio == bench.cpu_seconds / bench.floor_cpu_seconds
+        assert any(line.startswith("CPU (driver, JVM and Python workers; /proc): floor ") for line in lines)

@@ -29,7 +29,20 @@ def test_rebuild_report_with_and_without_a_profile() -> None:
     assert "reference model check: 1000 sampled ticks, 0 mismatches" in plain
     assert "task seconds by phase" not in plain
     assert profiled.splitlines() == plain.splitlines()[:-1] + ["task seconds by phase: ...", plain.splitlines()[-1]]
-    assert _json(plain) == _json(profiled) == {**values, "jvm_cpu": {}, "ratio": 2.5}
+    assert _json(plain) == _json(profiled) == {**values, "jvm_cpu": {}, "ratio": 2.5, "floor_cpu_seconds": None, "cpu_seconds": None, "cpu_ratio": None}
+    assert not any(line.startswith("CPU (") for line in plain.splitlines())
+
+
+def test_rebuild_report_gives_the_cpu_ratio_when_both_cpu_readings_exist() -> None:
+    values = dict(files=1, capture_bytes=1_000_000, lines=300, floor_seconds=2.0, ingest_seconds=3.0, replay_seconds=2.0, changes=7,
+                  sampled_ticks=0, mismatched_ticks=0, oracle_seconds=0.0, driver_python_peak_mb=300.0, driver_jvm_peak_mb=900.0,
+                  stages={"ingest: read": 1.0})
+    text = RebuildBench(**values, floor_cpu_seconds=4.0, cpu_seconds=15.0).report()
+    assert "CPU (driver, JVM and Python workers; /proc): floor 4.0 s, end to end 15.0 s, ratio 3.75; 20 events per CPU second" in text.splitlines()
+    assert _json(text)["cpu_ratio"] == 3.75
+    for floor, run in ((None, 15.0), (0.0, 15.0), (4.0, None)):
+        unread = RebuildBench(**values, floor_cpu_seconds=floor, cpu_seconds=run).report()
+        assert _json(unread)["cpu_ratio"] is None and not any(line.startswith("CPU (") for line in unread.splitlines())
 
 
 def test_rebuild_report_gives_the_jvm_cpu_of_each_phase() -> None:
