@@ -6,8 +6,8 @@ warm-up job runs first so neither side pays for JVM start-up. The machine is sha
 ratio is the figure to compare between runs, not the seconds.
 
 ``bench_rebuild`` also reads the CPU that the floor and the run used: this process, its JVM and the
-JVM's Python workers (:mod:`nsreplay.process_cpu`). Their ratio moves less than the wall-time ratio
-when the machine is shared, and it is what the run costs on a cluster.
+JVM's Python workers (:mod:`nsreplay.process_cpu`): their ratio is the work the run does per unit
+of the floor's work, what it costs on a cluster whatever else the machine runs.
 """
 
 from __future__ import annotations
@@ -170,8 +170,8 @@ class RebuildBench:
 
     @property
     def cpu_ratio(self) -> float | None:
-        """End-to-end CPU over the floor's CPU: the work done, steadier than wall time on a shared
-        machine (None without both readings)."""
+        """End-to-end CPU over the floor's CPU: the work done per unit of the floor's work (None
+        without both readings)."""
         if self.cpu_seconds is None or not self.floor_cpu_seconds:
             return None
         return self.cpu_seconds / self.floor_cpu_seconds

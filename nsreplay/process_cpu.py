@@ -1,7 +1,7 @@
 """CPU seconds of a process and everything it started: the benchmark's measure of work done.
 
-Wall time on a shared machine moves by 10 % or more from one run to the next; the CPU a run used
-moves much less, and it is what a cluster pays for. A driver process starts the JVM, and the JVM
+Wall time depends on what else the machine runs; CPU is the work itself, and what a cluster pays
+for (the floor's CPU on bench-day: 58.4-59.3 s in three runs in a row). A driver process starts the JVM, and the JVM
 starts Spark's Python worker daemon, which forks the workers; Linux keeps in
 ``/proc/<pid>/stat`` each process's own user + system time (fields 14, 15) and that of its
 children that have ended and been waited for (fields 16, 17, e.g. a Python worker that exited).
