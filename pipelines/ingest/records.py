@@ -553,7 +553,7 @@ class LineParser:
             crc = int(ext.get("bodyCrc32", "0"))
             if crc != 0 and crc != known_raw.crc:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
-            compressed = ext.get("compressed") == "true"
+            compressed = ext.get("compressed", "").lower() == "true"  # Boolean.parseBoolean, as the NameServer reads it
             encoding = "compressed" if compressed else ("legacy_wrapper" if version < 37 else "json")
             body_id = known_raw.ids.get(encoding)
             if body_id is None:
