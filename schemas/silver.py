@@ -86,6 +86,9 @@ BODY = StructType(
         StructField("filter_server_list", ArrayType(_str, False), False),
         StructField("legacy_wrapper", BooleanType(), False),
         StructField("body_bytes", LongType(), False),
+        # Whether the body carries static-topic mappings (their content is out of scope; their presence
+        # decides 5.x's step 7a). Nullable: tables written before it read null, taken as false.
+        StructField("static_mappings", BooleanType(), True),
     ]
 )
 

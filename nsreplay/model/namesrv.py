@@ -28,7 +28,6 @@ from nsreplay.model.requests import (
     RegisterHeader,
     Rejected,
     Request,
-    has_static_topic_mappings,
     header,
     long_header,
     queue_data_from_json,
@@ -52,7 +51,7 @@ from nsreplay.model.tables import (
     ResponseCode,
     Snapshot,
 )
-from nsreplay.protocol.register_body import BodyDecodeError, TopicConfig, decode_data_version
+from nsreplay.protocol.register_body import BodyDecodeError, RegisterBody, TopicConfig, decode_data_version
 
 __all__ = [
     "NameServer",
@@ -210,16 +209,25 @@ class NameServer:
         """The scan-tick grid from :attr:`first_tick` up to ``until`` (inclusive)."""
         return range(self.first_tick, until + 1, self.tick_interval)
 
-    def apply(self, record: Mapping[str, Any], *, body_id: str | None = None) -> Outcome:
+    def apply(self, record: Mapping[str, Any], *, body_id: str | None = None, decoded_body: RegisterBody | None = None) -> Outcome:
         """Apply one capture record (``request``, ``channel``; ``namesrv_start`` restarts; ``response``
         is ignored) and report what happened. Raises ValueError for a record of an unknown kind.
 
         ``body_id``, when the caller has one, is a content id of the record's body: equal ids promise
         equal bodies (the ingest's ``body_id`` does), so a resent body is recognised without being
-        compared. It changes nothing else."""
+        compared. It changes nothing else.
+
+        ``decoded_body`` (with a ``body_id``): the record's REGISTER_BROKER body as
+        :mod:`nsreplay.protocol.register_body` decodes it from the captured bytes (or JSON) and the
+        record's version, its CRC already checked against the header, as the ingest does. The record
+        then needs neither ``body`` nor ``body_b64``; given them, it is this body that counts."""
         kind = record.get("kind")
         if kind == "request":
             req = Request.from_record(record)
+            if decoded_body is not None:
+                if body_id is None:
+                    raise ValueError("a decoded body needs its body_id")
+                return self._apply_request(req._replace(body_id=body_id, decoded_body=decoded_body))
             return self._apply_request(req if body_id is None else req._replace(body_id=body_id))
         if kind == "channel":
             event = record.get("event")
@@ -398,7 +406,7 @@ class NameServer:
             hdr.enableActingMaster is not None and not is_master and broker_id == min(group.brokerAddrs)
         )
         if is_master or is_prime_slave:  # 7
-            if self._config.deleteTopicWithBrokerRegistration and not has_static_topic_mappings(req, hdr):
+            if self._config.deleteTopicWithBrokerRegistration and not reg.staticMappings:
                 self._remove_unlisted_topics(name, reg.topicNames)  # 7a
             dv_changed = self._broker_dv_changed(key, reg.dataVersion)
             wipe_write = is_prime_slave and group.enableActingMaster

@@ -108,6 +108,7 @@ def register_broker(
     conn: str | None = None,
     ha_addr: str | None = None,
     version: int = 479,
+    static_mappings: bool = False,
     namesrv: str = NAMESRV,
     seq: int | None = None,
 ) -> dict[str, Any]:
@@ -115,12 +116,14 @@ def register_broker(
     body without dataVersion. ``form``: "json" (``body``), "raw" (JSON bytes in ``body_b64``),
     "compressed" (zlib form in ``body_b64``, header compressed=true unless ``compressed_flag``
     says otherwise) or "none" (no body). ``crc`` defaults to the real CRC for raw forms, else 0.
-    ``five`` adds the 5.x headers (``enableActingMaster`` unless it is ``None``)."""
+    ``five`` adds the 5.x headers (``enableActingMaster`` unless it is ``None``). ``static_mappings``
+    gives the body one (placeholder) static-topic mapping; the compressed form needs version >= 413."""
     body = RegisterBody(
         None if dv is None else DataVersion(*dv),
         tuple(_topic_config(t) for t in topics),
         tuple(filter_servers),
         legacy_wrapper=version < 37,
+        static_mappings=static_mappings,
     )
     ext = {
         "brokerName": name,

@@ -5,7 +5,9 @@
   (:class:`Rejected`).
 * A REGISTER_BROKER body comes from ``body_b64`` (raw bytes, authoritative, CRC-checked when the
   ``bodyCrc32`` header is non-zero) or else from the already-parsed JSON ``body`` (taken as having
-  passed the CRC check); decoding is done by :mod:`nsreplay.protocol.register_body`.
+  passed the CRC check); decoding is done by :mod:`nsreplay.protocol.register_body`. A caller that
+  decoded the body itself with that module (the Spark replay, from ``silver.topic_configs``) hands it
+  over as ``decoded_body`` with its content id, and the record then needs no body at all.
 * :class:`BodyCache` keeps the last decoded body of each broker: brokers resend the same body every
   30 s and decoding is a pure function of the bytes, so equal bodies are decoded once.
 """
@@ -16,8 +18,6 @@ import base64
 import binascii
 import pickle
 import re
-import struct
-import zlib
 from typing import Any, Mapping, NamedTuple
 
 from nsreplay.model.render import parse_fastjson
@@ -40,12 +40,10 @@ __all__ = [
     "header",
     "long_header",
     "registration",
-    "has_static_topic_mappings",
     "queue_data_from_json",
 ]
 
 LEGACY_REGISTER_VERSION = 37  # requests below it carry a bare TopicConfigSerializeWrapper
-STATIC_MAPPING_VERSION = 413  # 5.x compressed bodies from this version on may carry mappings
 
 
 class Rejected(Exception):
@@ -63,6 +61,7 @@ class Request(NamedTuple):
     body: object | None
     body_b64: str | None
     body_id: str | None = None  # a content id of the body given by the caller (see NameServer.apply)
+    decoded_body: RegisterBody | None = None  # the body decoded by the caller (see NameServer.apply)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Request:
@@ -176,7 +175,11 @@ class DecodedBody(NamedTuple):
 
 
 def decode_body(req: Request, hdr: RegisterHeader) -> DecodedBody:
-    """Decode a register body: raw bytes (``body_b64``) are authoritative, else the JSON ``body``."""
+    """Decode a register body: raw bytes (``body_b64``) are authoritative, else the JSON ``body``;
+    a body the caller decoded (``req.decoded_body``, see ``NameServer.apply``) is taken as it is."""
+    if req.decoded_body is not None:
+        body = req.decoded_body
+        return DecodedBody(None, body, None, frozenset(c.topic_name for c in body.topic_configs))
     try:
         raw = req.raw_body()
     except Rejected as exc:
@@ -241,6 +244,7 @@ class Registration(NamedTuple):
     topics: tuple[TopicConfig, ...]
     topicNames: frozenset[str]
     filterServers: tuple[str, ...] | None
+    staticMappings: bool  # the body carries static-topic mappings (5.x step 7a is skipped then)
 
 
 def registration(decoded: DecodedBody, req: Request, hdr: RegisterHeader, profile: Profile) -> Registration:
@@ -252,45 +256,14 @@ def registration(decoded: DecodedBody, req: Request, hdr: RegisterHeader, profil
     body = decoded.body
     if body is None:
         filters = None if req.version < LEGACY_REGISTER_VERSION else ()
-        return Registration(DataVersion(0, 0, 0), (), frozenset(), filters)
+        return Registration(DataVersion(0, 0, 0), (), frozenset(), filters, False)
     if body.data_version is None:
         dv = DataVersion(0, req.ts, 0)
     else:
         state_version = 0 if profile == PROFILE_49 else body.data_version.state_version  # none in 4.9
         dv = DataVersion(state_version, body.data_version.timestamp, body.data_version.counter)
     filters = None if body.legacy_wrapper else tuple(body.filter_server_list)
-    return Registration(dv, tuple(body.topic_configs), decoded.topic_names, filters)
-
-
-def has_static_topic_mappings(req: Request, hdr: RegisterHeader) -> bool:
-    """Whether a (decodable) 5.x register body carries topicQueueMappingInfo entries (spec §2, 7a)."""
-    try:
-        raw = req.raw_body()
-        if raw is not None and hdr.compressed:
-            return _compressed_mapping_count(raw, req.version) > 0
-        obj = req.json_body()
-    except Rejected:  # cannot happen for a body that decoded; never reject after tables changed
-        return False
-    if not isinstance(obj, Mapping):
-        return False
-    wrapper = obj if req.version < LEGACY_REGISTER_VERSION else obj.get("topicConfigSerializeWrapper")
-    return isinstance(wrapper, Mapping) and bool(wrapper.get("topicQueueMappingInfoMap"))
-
-
-def _compressed_mapping_count(raw: bytes, version: int) -> int:
-    """Number of static-topic mappings at the end of a compressed body (0 when there is no section)."""
-    if version < STATIC_MAPPING_VERSION:
-        return 0
-    try:
-        data = zlib.decompress(raw)
-        pos = 4 + struct.unpack_from(">i", data, 0)[0]  # skip the dataVersion chunk
-        (topics,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(topics + 1):  # every topic line, then the filter-server list
-            pos += 4 + struct.unpack_from(">i", data, pos)[0]
-        return struct.unpack_from(">i", data, pos)[0] if len(data) - pos >= 4 else 0
-    except (zlib.error, struct.error):
-        return 0
+    return Registration(dv, tuple(body.topic_configs), decoded.topic_names, filters, body.static_mappings)
 
 
 _QUEUE_DATA_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")

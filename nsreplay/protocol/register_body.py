@@ -14,8 +14,12 @@ Contract (semantics spec §2 and §8):
 * Compressed form (only decoded as such when the header says ``compressed=true``): a zlib stream of
   int32 length + DataVersion JSON; int32 n then n x (int32 length + ``"topicName read write perm
   filterType"`` optionally followed by ``" " + attributesJSON``); int32 length + filter-list JSON;
-  optionally (5.x, version >= 413) int32 m then m x (int32 length + mapping JSON), which is ignored.
+  optionally (5.x, version >= 413) int32 m then m x (int32 length + mapping JSON).
   topicSysFlag and order are not carried (0 / false).
+* Static-topic mappings (``topicQueueMappingInfoMap`` of the wrapper, or the compressed form's mapping
+  section) are out of scope except for one bit: whether the body has any (``static_mappings``), which
+  decides the 5.x NameServer's step 7a (semantics spec §2). Their content is not kept; the encoders
+  write one placeholder entry for a body that has them.
 * ``body_crc32`` is the value the broker puts in the ``bodyCrc32`` header: CRC32 & 0x7FFFFFFF.
 
 Everything that cannot be decoded raises :class:`BodyDecodeError` with a short reason; the NameServer
@@ -45,6 +49,8 @@ __all__ = [
 ]
 
 LEGACY_WRAPPER_MAX_VERSION = 37  # requests with version < 37 carry a bare TopicConfigSerializeWrapper
+STATIC_MAPPING_VERSION = 413  # compressed bodies from this version on may end with a mapping section
+MAPPING_MAP = "topicQueueMappingInfoMap"  # the wrapper's static-topic mappings (JSON form)
 
 
 class BodyDecodeError(ValueError):
@@ -84,6 +90,7 @@ class RegisterBody:
     topic_configs: tuple[TopicConfig, ...]
     filter_server_list: tuple[str, ...] = ()
     legacy_wrapper: bool = False
+    static_mappings: bool = False
 
 
 def body_crc32(raw: bytes) -> int:
@@ -143,19 +150,22 @@ def _decode_topic_config(key: str, obj: object) -> TopicConfig:
     )
 
 
-def _decode_wrapper(obj: object) -> tuple[DataVersion | None, tuple[TopicConfig, ...]]:
+def _decode_wrapper(obj: object) -> tuple[DataVersion | None, tuple[TopicConfig, ...], bool]:
+    """(dataVersion, topic configs, whether it holds static-topic mappings) of a
+    TopicConfigSerializeWrapper; a mapping map that is present and not empty counts as mappings."""
     if obj is None:
-        return None, ()
+        return None, (), False
     if not isinstance(obj, Mapping):
         raise BodyDecodeError("topicConfigSerializeWrapper is not an object")
     dv_obj = obj.get("dataVersion")
     data_version = None if dv_obj is None else decode_data_version(dv_obj)
+    mappings = bool(obj.get(MAPPING_MAP))
     table = obj.get("topicConfigTable")
     if table is None:
-        return data_version, ()
+        return data_version, (), mappings
     if not isinstance(table, Mapping):
         raise BodyDecodeError("topicConfigTable is not an object")
-    return data_version, tuple(_decode_topic_config(str(k), v) for k, v in table.items())
+    return data_version, tuple(_decode_topic_config(str(k), v) for k, v in table.items()), mappings
 
 
 def _decode_filter_list(obj: object) -> tuple[str, ...]:
@@ -171,10 +181,10 @@ def decode_json_register_body(obj: object, *, version: int) -> RegisterBody:
     if not isinstance(obj, Mapping):
         raise BodyDecodeError("body is not a JSON object")
     if version < LEGACY_WRAPPER_MAX_VERSION:
-        data_version, configs = _decode_wrapper(obj)
-        return RegisterBody(data_version, configs, (), legacy_wrapper=True)
-    data_version, configs = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
-    return RegisterBody(data_version, configs, _decode_filter_list(obj.get("filterServerList")))
+        data_version, configs, mappings = _decode_wrapper(obj)
+        return RegisterBody(data_version, configs, (), legacy_wrapper=True, static_mappings=mappings)
+    data_version, configs, mappings = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
+    return RegisterBody(data_version, configs, _decode_filter_list(obj.get("filterServerList")), static_mappings=mappings)
 
 
 class _Reader:
@@ -225,7 +235,7 @@ def _decode_compressed_topic(line: bytes) -> TopicConfig:
         raise BodyDecodeError("compressed topic entry has a non-integer field") from exc
 
 
-def _decode_compressed(raw: bytes) -> RegisterBody:
+def _decode_compressed(raw: bytes, version: int) -> RegisterBody:
     try:
         data = zlib.decompress(raw)
     except zlib.error as exc:
@@ -237,14 +247,15 @@ def _decode_compressed(raw: bytes) -> RegisterBody:
         raise BodyDecodeError("compressed body has a negative topic count")
     configs = tuple(_decode_compressed_topic(reader.chunk()) for _ in range(count))
     filters = _decode_filter_list(_json_text(reader.chunk(), "compressed filter list"))
-    # An optional static-topic mapping section may follow (5.x, version >= 413): out of scope, ignored.
-    return RegisterBody(data_version, configs, filters)
+    # A static-topic mapping section may follow (5.x, version >= 413): only its entry count is read.
+    mappings = version >= STATIC_MAPPING_VERSION and reader.remaining() >= 4 and reader.int32() > 0
+    return RegisterBody(data_version, configs, filters, static_mappings=mappings)
 
 
 def decode_register_body(raw: bytes, *, compressed: bool, version: int) -> RegisterBody:
     """Decode raw body bytes as the NameServer would: compressed only when the header says so."""
     if compressed:
-        return _decode_compressed(raw)
+        return _decode_compressed(raw, version)
     return decode_json_register_body(_json_text(raw, "body"), version=version)
 
 
@@ -269,6 +280,8 @@ def encode_json_register_body(body: RegisterBody) -> dict[str, Any]:
     if body.data_version is not None:
         wrapper["dataVersion"] = body.data_version.to_json()
     wrapper["topicConfigTable"] = {c.topic_name: _topic_config_json(c) for c in body.topic_configs}
+    if body.static_mappings:
+        wrapper[MAPPING_MAP] = {_placeholder_mapping_topic(body): _placeholder_mapping(body)}
     if body.legacy_wrapper:
         return wrapper
     return {"filterServerList": list(body.filter_server_list), "topicConfigSerializeWrapper": wrapper}
@@ -283,8 +296,20 @@ def _chunk(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
+def _placeholder_mapping_topic(body: RegisterBody) -> str:
+    return body.topic_configs[0].topic_name if body.topic_configs else "TBW102"
+
+
+def _placeholder_mapping(body: RegisterBody) -> dict[str, Any]:
+    """A stand-in TopicQueueMappingInfo for a body with ``static_mappings`` (its content is not kept)."""
+    return {"bname": "", "currIdMap": {}, "dirty": False, "epoch": 0, "topic": _placeholder_mapping_topic(body), "totalQueues": 0}
+
+
 def encode_compressed_register_body(body: RegisterBody, *, with_mappings: bool = False) -> bytes:
-    """The compressed (zlib) form of ``body``; ``with_mappings`` appends an empty mapping section."""
+    """The compressed (zlib) form of ``body``. ``with_mappings`` appends the mapping section (5.x,
+    version >= 413): empty, or one placeholder entry when ``body.static_mappings``, which needs it."""
+    if body.static_mappings and not with_mappings:
+        raise ValueError("a body with static_mappings needs the mapping section (with_mappings=True)")
     dv = body.data_version or DataVersion(0, 0, 0)
     parts = [_chunk(json.dumps(dv.to_json(), separators=(",", ":")).encode("utf-8"))]
     parts.append(struct.pack(">i", len(body.topic_configs)))
@@ -293,5 +318,7 @@ def encode_compressed_register_body(body: RegisterBody, *, with_mappings: bool =
         parts.append(_chunk(line.encode("utf-8")))
     parts.append(_chunk(json.dumps(list(body.filter_server_list)).encode("utf-8")))
     if with_mappings:
-        parts.append(struct.pack(">i", 0))
+        entries = [json.dumps(_placeholder_mapping(body), separators=(",", ":")).encode("utf-8")] if body.static_mappings else []
+        parts.append(struct.pack(">i", len(entries)))
+        parts += [_chunk(e) for e in entries]
     return zlib.compress(b"".join(parts))

@@ -84,6 +84,7 @@ def _body_row(decoded: DecodedBody) -> dict[str, Any]:
         "filter_server_list": list(body.filter_server_list),
         "legacy_wrapper": body.legacy_wrapper,
         "body_bytes": decoded.body_bytes,
+        "static_mappings": body.static_mappings,
     }
 
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, St
 from nsreplay.model import profile_for_version
 from nsreplay.runtime import local_frame
 from nsreplay.storage.arrow_types import to_arrow_schema
-from pipelines.replay.unit_replay import UnitReplay
+from pipelines.replay.unit_replay import ROW_COLUMNS, UnitReplay, register_body
 from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
 from pipelines.worker import gc_paused, steady_archive_imports, table_rows
 from schemas.silver import BODY
@@ -231,7 +231,11 @@ def replay_units(
         else:
             unit_replay = UnitReplay(origin=origins[namesrv], default_profile=default_profile, default_config=config)
             out = []
-        out += [{"namesrv": namesrv, "unit": unit, **change} for change in unit_replay.feed(table_rows(records), until)]
+        # The bodies apart (a few rows carry them), then only the columns a record is built from.
+        carriers = records.filter(pc.is_valid(records["topic_configs"])).to_pylist()
+        bodies = {row["body_id"]: register_body(row) for row in carriers}
+        rows = table_rows(records.select(list(ROW_COLUMNS)))
+        out += [{"namesrv": namesrv, "unit": unit, **change} for change in unit_replay.feed(rows, until, bodies)]
         out.append({"namesrv": namesrv, "unit": unit, "ts": until, "phase": -1, "table": "", "key": "", "op": "state", "cause": "state",
                     "state": pickle.dumps(unit_replay, protocol=pickle.HIGHEST_PROTOCOL)})
         return pa.Table.from_pylist(out, schema=arrow_schema)

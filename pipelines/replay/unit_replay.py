@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import orjson
 
 from nsreplay.model import NameServer, Snapshot
-from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConfig, encode_json_register_body
+from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConfig
 
 TABLES = ("topicQueueTable", "brokerAddrTable", "clusterAddrTable", "brokerLiveTable", "filterServerTable", "orderTopicConf")
 
@@ -129,40 +129,49 @@ def diff_snapshots(
             yield from _diff_entries(table, old_t, new_t, texts)
 
 
-def _register_body(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON body the NameServer decoded for a silver.topic_configs row."""
+def register_body(row: Mapping[str, Any]) -> RegisterBody:
+    """The body of a silver.topic_configs row, as the ingest decoded it from the captured bytes."""
     dv = DataVersion(row["dv_state_version"], row["dv_timestamp"], row["dv_counter"]) if row["has_data_version"] else None
     configs = tuple(
         TopicConfig(c["topic_name"], c["read_queue_nums"], c["write_queue_nums"], c["perm"], c["topic_sys_flag"], c["order"], c["topic_filter_type"])
         for c in row["topic_configs"]
     )
-    return encode_json_register_body(RegisterBody(dv, configs, tuple(row["filter_server_list"]), row["legacy_wrapper"]))
+    return RegisterBody(dv, configs, tuple(row["filter_server_list"]), row["legacy_wrapper"], bool(row.get("static_mappings")))
+
+
+_RECORD_FIELDS = ("namesrv", "ts", "seq", "kind", "code", "version", "opaque", "conn", "event", "remote", "rocketmq_version")
+#: The columns of a replay row that :meth:`UnitReplay.feed` reads when the bodies come apart (``bodies``).
+ROW_COLUMNS = _RECORD_FIELDS + ("ext_fields", "config", "body_id", "body", "body_b64", "record_rank")
 
 
 class RecordBuilder:
     """Turns replay rows (silver.events columns + the body columns of the first row of each body)
-    back into capture-format records; each distinct register body is rebuilt once per unit."""
+    back into capture-format records, each with its decoded register body (or None): each distinct
+    body is rebuilt once per unit and handed to the NameServer as decoded (``NameServer.apply``'s
+    ``decoded_body``), so it is neither encoded to JSON nor decoded again."""
 
     def __init__(self) -> None:
-        self._bodies: dict[str, dict[str, Any]] = {}
+        self._bodies: dict[str, RegisterBody] = {}
 
-    def record(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        rec: dict[str, Any] = {k: row[k] for k in ("namesrv", "ts", "seq", "kind", "code", "version", "opaque", "conn", "event", "remote", "rocketmq_version") if row.get(k) is not None}
-        rec["extFields"] = dict(row.get("ext_fields") or {})
+    def add_bodies(self, bodies: Mapping[str, RegisterBody]) -> None:
+        """Bodies by ``body_id``, for rows that carry only the id."""
+        self._bodies.update(bodies)
+
+    def record(self, row: Mapping[str, Any]) -> tuple[dict[str, Any], RegisterBody | None]:
+        rec: dict[str, Any] = {k: row[k] for k in _RECORD_FIELDS if row.get(k) is not None}
+        rec["extFields"] = row.get("ext_fields") or {}
         if row.get("config") is not None:
-            rec["config"] = dict(row["config"])
+            rec["config"] = row["config"]
         body_id = row.get("body_id")
         if body_id is not None:
             if row.get("topic_configs") is not None:
-                self._bodies[body_id] = _register_body(row)
-            # The body was decoded (and its CRC checked) at ingest: hand the NameServer its JSON form.
-            rec["body"] = self._bodies[body_id]
-            rec["extFields"]["compressed"] = "false"
-        elif row.get("body") is not None:
+                self._bodies[body_id] = register_body(row)
+            return rec, self._bodies[body_id]
+        if row.get("body") is not None:
             rec["body"] = orjson.loads(row["body"])
         elif row.get("body_b64") is not None:
             rec["body_b64"] = row["body_b64"]
-        return rec
+        return rec, None
 
 
 class UnitReplay:
@@ -232,8 +241,11 @@ class UnitReplay:
             self.next_tick += self.ns.tick_interval
         self.until = until if self.until is None else max(self.until, until)
 
-    def feed(self, rows: Iterable[Mapping[str, Any]], until: int) -> Iterator[dict[str, Any]]:
-        """Apply the rows with ``ts <= until`` (ticks interleaved), then tick up to ``until``."""
+    def feed(self, rows: Iterable[Mapping[str, Any]], until: int, bodies: Mapping[str, RegisterBody] | None = None) -> Iterator[dict[str, Any]]:
+        """Apply the rows with ``ts <= until`` (ticks interleaved), then tick up to ``until``. Each
+        register body comes either in the body columns of its first row or in ``bodies`` (by id)."""
+        if bodies:
+            self.builder.add_bodies(bodies)
         for row in rows:
             ts = row["ts"]
             if ts > until:
@@ -242,7 +254,8 @@ class UnitReplay:
                 raise ValueError(f"record at {ts} is not after the replayed window (up to {self.until})")
             yield from self.advance(ts - 1)
             version = self.ns.version
-            outcome = self.ns.apply(self.builder.record(row), body_id=row.get("body_id"))
+            record, body = self.builder.record(row)
+            outcome = self.ns.apply(record, body_id=row.get("body_id"), decoded_body=body)
             if self.ns.version != version:
                 yield from self._changes(ts, 0, row["record_rank"], outcome.cause)
             if row["kind"] == "namesrv_start":

@@ -8,6 +8,7 @@ import pytest
 
 from nsreplay.model import BrokerLiveInfo, DataVersion, NameServer, QueueData, ResponseCode, route_info
 from nsreplay.model import records as R
+from nsreplay.protocol.register_body import decode_json_register_body, decode_register_body
 
 T0 = 1_000_000
 TBW = ("TBW102", 8, 8, 7)
@@ -27,6 +28,31 @@ def live_key(profile: str, addr: str = "10.0.0.1:10911", cluster: str = "c") -> 
 
 
 # ----------------------------------------------------------------------------------- body and CRC
+
+
+@pytest.mark.parametrize("form", ["json", "raw", "compressed"])
+def test_a_body_decoded_by_the_caller_counts_as_the_captured_one(form: str) -> None:
+    """``apply(..., decoded_body=)`` (the Spark replay's path, the body from silver.topic_configs)
+    leaves the tables exactly as the captured body does, static-topic mappings included (with
+    deleteTopicWithBrokerRegistration they keep the topics a registration no longer lists)."""
+    config = {"deleteTopicWithBrokerRegistration": True}
+    records = [
+        reg(T0 + 30_000 * k, topics=topics, dv=(0, 1, 1 + k), form=form, static_mappings=mappings)
+        for k, (topics, mappings) in enumerate([(["t", "u", TBW], False), (["t", TBW], True), (["t", TBW], False), (["t", "u", TBW], True)])
+    ]
+    captured, decoded = NameServer("rocketmq-5", config, T0), NameServer("rocketmq-5", config, T0)
+    states = []
+    for k, record in enumerate(records):
+        body = decode_register_body(base64.b64decode(record["body_b64"]), compressed=form == "compressed", version=479) if form != "json" \
+            else decode_json_register_body(record["body"], version=479)
+        bare = {key: value for key, value in record.items() if key not in ("body", "body_b64")}
+        captured.apply(record)
+        decoded.apply(bare, body_id=f"body-{k}", decoded_body=body)
+        assert decoded.snapshot() == captured.snapshot()
+        states.append(set(captured.snapshot().topicQueueTable))
+    assert states == [{"t", "u", TBW[0]}, {"t", "u", TBW[0]}, {"t", TBW[0]}, {"t", "u", TBW[0]}]
+    with pytest.raises(ValueError):
+        decoded.apply(bare, decoded_body=body)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -32,6 +32,7 @@ bodies = st.builds(
     data_version=st.builds(DataVersion, st.integers(0, 2**40), st.integers(0, 2**45), st.integers(0, 2**40)),
     topic_configs=st.lists(configs, max_size=8, unique_by=lambda c: c.topic_name).map(tuple),
     filter_server_list=st.lists(st.just("10.0.0.9:7777"), max_size=2).map(tuple),
+    static_mappings=st.booleans(),
 )
 
 
@@ -60,6 +61,24 @@ def test_legacy_wrapper_below_version_37() -> None:
     obj = encode_json_register_body(body)
     assert "topicConfigSerializeWrapper" not in obj
     assert decode_json_register_body(obj, version=36) == body
+
+
+@pytest.mark.parametrize("mapping_map", [None, {}, {"t": {"topic": "t", "bname": "b", "epoch": 3}}])
+@pytest.mark.parametrize("version", [36, 479])
+def test_static_mappings_are_a_non_empty_mapping_map_of_the_wrapper(mapping_map: object, version: int) -> None:
+    wrapper = {"topicConfigTable": {"t": {}}, "topicQueueMappingInfoMap": mapping_map}
+    obj = wrapper if version < 37 else {"topicConfigSerializeWrapper": wrapper}
+    assert decode_json_register_body(obj, version=version).static_mappings is bool(mapping_map)
+
+
+def test_the_compressed_mapping_section_counts_only_from_version_413() -> None:
+    raw = encode_compressed_register_body(RegisterBody(DataVersion(0, 1, 1), (TopicConfig("t"),), static_mappings=True), with_mappings=True)
+    assert decode_register_body(raw, compressed=True, version=413).static_mappings
+    assert not decode_register_body(raw, compressed=True, version=412).static_mappings  # no section before 413
+    empty = encode_compressed_register_body(RegisterBody(DataVersion(0, 1, 1), (TopicConfig("t"),)), with_mappings=True)
+    assert not decode_register_body(empty, compressed=True, version=479).static_mappings
+    with pytest.raises(ValueError):
+        encode_compressed_register_body(RegisterBody(DataVersion(0, 1, 1), (), static_mappings=True))
 
 
 def test_compressed_body_sent_with_compressed_false_is_rejected() -> None:

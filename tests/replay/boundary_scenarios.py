@@ -27,6 +27,7 @@ NS_DELETE_5 = "10.0.1.7:9876"  # 5.x: DELETE_TOPIC comes back at the next regist
 NS_TWO_CLUSTERS = "10.0.1.8:9876"  # 4.9: one brokerName in two clusters
 NS_ACTING = "10.0.1.9:9876"  # 5.x: acting master with supportActingMaster
 NS_SHARED_LIVE = "10.0.1.10:9876"  # 4.9: two processes report one address over different connections
+NS_STATIC_MAPPINGS = "10.0.1.11:9876"  # 5.x: a body with static-topic mappings skips deleteTopicWithBrokerRegistration
 
 
 def scenarios() -> list[dict]:
@@ -118,6 +119,16 @@ def scenarios() -> list[dict]:
     r.append(register_broker(S + 1000, cluster="c", name="broker-p", addr="10.10.0.1:10911", topics=["tp"], five=False, conn="10.10.9.1:1#p", namesrv=ns))
     for k in range(0, 9):
         r.append(register_broker(S + 2000 + k * 30000, cluster="c", name="broker-o", addr="10.10.0.1:10911", topics=["to"], five=False, conn="10.10.9.2:2#o", namesrv=ns))
+
+    # 5.x with deleteTopicWithBrokerRegistration: a registration whose body has static-topic mappings
+    # does not remove the topics it no longer lists (spec §2 step 7a); one without mappings does. b-k
+    # sends the compressed form (the mapping section), b-j the JSON form (topicQueueMappingInfoMap).
+    ns = NS_STATIC_MAPPINGS
+    r.append(namesrv_start(S, "5.3.3", {**five, "deleteTopicWithBrokerRegistration": True}, namesrv=ns))
+    for name, addr, form in (("b-k", "10.11.0.1:10911", "compressed"), ("b-j", "10.11.0.2:10911", "json")):
+        for k, (topics, mappings) in enumerate(((["t", "u", "TBW102"], True), (["t", "TBW102"], True), (["t", "TBW102"], True), (["t", "TBW102"], False))):
+            r.append(register_broker(S + 100 + k * 30000 + (form == "json"), cluster="c", name=name, addr=addr, topics=topics, dv=(0, 1, 1 + k),
+                                     form=form, static_mappings=mappings, namesrv=ns))
 
     # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
     # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".

@@ -13,6 +13,7 @@ from boundary_scenarios import (
     NS_RESTART,
     NS_SHARED_LIVE,
     NS_STALE_CLOSE,
+    NS_STATIC_MAPPINGS,
     NS_TICK_ORDER,
     NS_TIMEOUT,
     S,
@@ -91,3 +92,10 @@ def test_an_address_shared_by_two_groups_lives_as_long_as_either_refreshes_it(pu
     groups = h.snapshot_at(NS_SHARED_LIVE, S + 200000).brokerAddrTable
     assert dict(groups["broker-p"].brokerAddrs) == {0: "10.10.0.1:10911"}
     assert dict(groups["broker-o"].brokerAddrs) == {0: "10.10.0.1:10911"}
+
+
+def test_a_body_with_static_topic_mappings_keeps_the_topics_it_no_longer_lists(published) -> None:
+    h = PublishedHistory(published[1])
+    for t in (S + 30200, S + 60200):  # registered without "u", with mappings: "u" stays
+        assert set(h.snapshot_at(NS_STATIC_MAPPINGS, t).topicQueueTable["u"]) == {"b-k", "b-j"}
+    assert "u" not in h.snapshot_at(NS_STATIC_MAPPINGS, S + 90200).topicQueueTable  # without: removed
