@@ -4,7 +4,7 @@ Hypothesis draws a batch of streams; each becomes one NameServer of a single cap
 run checks them all). Small pools of clusters, brokerNames, addresses, ids and connections make
 collisions likely: one address under several brokerNames and ids, brokerNames moving between
 clusters, stale connections, restarts, admin requests, duplicates, records landing exactly on scan
-ticks, files out of order. Every tick of every stream must match the reference model.
+ticks, files out of order, register bodies in every form, with and without static-topic mappings. Every tick of every stream must match the reference model.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def stream(draw, index: int) -> list[dict]:
                 t, cluster=cluster, name=name, addr=addr, broker_id=broker_id, topics=topics, dv=(rng.randint(0, 2), rng.choice((1, 2)), rng.choice((1, 2))),
                 five=five, enable_acting_master=rng.random() < 0.5 if five else None,
                 heartbeat_timeout=rng.choice((None, 10000)) if five else None, conn=conn, namesrv=ns,
+                # every body form; 5.x bodies with static-topic mappings skip deleteTopicWithBrokerRegistration
+                form=rng.choice(("json", "json", "raw", "compressed")), static_mappings=five and rng.random() < 0.25,
             ))
         elif roll < 0.6:
             records.append(unregister_broker(t, cluster=cluster, name=name, addr=addr, broker_id=broker_id, namesrv=ns))
