@@ -9,7 +9,7 @@ import pytest
 
 from nsreplay.model.records import broker_heartbeat, channel, conn_of, namesrv_start, register_broker, request
 from pipelines.ingest.records import Accepted, LineParser, ParserLimits
-from pipelines.replay.unit_replay import UnitReplay, diff_snapshots, replay_unit
+from pipelines.replay.unit_replay import ROW_COLUMNS, UnitReplay, diff_snapshots, register_body, replay_unit
 
 S = 1732147200000
 LIMITS = ParserLimits(frozenset({100, 103, 104, 205, 216, 322, 327, 904}), frozenset({"CONNECT", "CLOSE", "IDLE", "EXCEPTION"}))
@@ -128,3 +128,15 @@ def test_each_change_names_the_value_it_replaced_as_serialized_afresh() -> None:
             last.pop((change["table"], change["key"]))
     assert sorted(map(str, fresh_before)) == sorted(str(c["before"]) for c in changes)
     assert sum(c["before"] is not None for c in changes) > 10
+
+
+def test_bodies_given_apart_replay_like_bodies_in_their_first_rows() -> None:
+    """The Spark replay hands the bodies over apart and only ROW_COLUMNS of each row."""
+    data = rows()
+    end = S + 400000
+    whole = list(replay_unit(data, origin=S, until=end, default_profile="rocketmq-5"))
+    bodies = {r["body_id"]: register_body(r) for r in data if r.get("topic_configs") is not None}
+    assert len(bodies) == 2
+    bare = [{k: r.get(k) for k in ROW_COLUMNS} for r in data]
+    apart = list(UnitReplay(origin=S, default_profile="rocketmq-5").feed(bare, end, bodies))
+    assert apart == whole
