@@ -3,13 +3,18 @@
 Contract:
 
 * A file is gzip when it starts with the gzip magic bytes (whatever its name), plain otherwise.
-  Concatenated gzip members are read one after the other.
+  Concatenated gzip members are read one after the other; zero bytes after the last member (padding,
+  which ``gzip -t`` accepts) are ignored.
 * Lines are split at ``\\n`` (a trailing ``\\r`` is dropped) and numbered from 1. A last line without a
   newline is still a line. A file of zero bytes yields no line.
 * Nothing is lost silently. Every problem becomes a :class:`CaptureLine` with a ``read_error``:
-  ``line_too_long`` (only the first ``keep_bytes`` are kept; ``line_bytes`` is the full length),
-  ``truncated_gzip`` / ``corrupt_gzip`` (the bytes decoded after the last complete line, possibly
-  none, as one final line) and ``unreadable_file`` (the file could not be opened or read at all).
+  ``line_too_long`` (longer than ``max_line_bytes`` without its trailing ``\\r``; only the first
+  ``keep_bytes`` are kept; ``line_bytes`` is the full length), ``truncated_gzip`` / ``corrupt_gzip``
+  (every complete line inflated before the end or the damage comes out as usual, then the bytes decoded
+  after the last complete line, possibly none, as one final line; a bad CRC or length trailer is
+  ``corrupt_gzip`` after all the member's lines) and ``unreadable_file`` (the file could not be opened
+  or read at all). Deflate detects damage only some way after it, so the lines just before a
+  ``corrupt_gzip`` line may be garbled: the flag is on the file's last line, not on them.
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
 
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator, Protocol
 
 try:  # zlib-ng inflates the same streams about twice as fast as zlib (same API, same results)
     from zlib_ng import zlib_ng as _inflate
@@ -34,6 +39,8 @@ CHUNK_BYTES = 4 * 1024 * 1024
 # Compressed bytes inflated per call: ~3 MB of output each. Inflating a whole 4 MB read at once makes
 # ~45 MB objects, and allocating those costs as much again as inflating (one file: 1.1 s -> 0.5 s).
 INFLATE_SLICE_BYTES = 256 * 1024
+# Compressed bytes replayed per call when salvaging the output of a slice that failed to inflate.
+SALVAGE_PIECE_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,20 @@ def decoded(line: RawLine) -> CaptureLine:
     return CaptureLine(line.line_no, text, line.line_bytes, None if exact else line.data, line.read_error)
 
 
+class _Decompressor(Protocol):
+    """The part of a zlib / zlib-ng decompress object the reader uses."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+    def decompress(self, data: bytes | memoryview, /) -> bytes: ...
+
+    def copy(self) -> _Decompressor: ...
+
+
 class _Truncated(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -90,27 +111,90 @@ def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
 
 
 def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """Inflate a (multi-member) gzip stream; raise _Truncated when it ends early or is corrupt."""
+    """Inflate a (multi-member) gzip stream; raise _Truncated when it ends early or is corrupt.
+
+    Before raising ``corrupt_gzip``, everything the stream inflated up to the damage is yielded (see
+    :func:`_salvage`), so a bad byte or a bad CRC/length trailer costs only what follows it. Zero bytes
+    after the end of a member up to the end of the file are padding and ignored (as ``gzip -t`` does);
+    anything else after padding is ``corrupt_gzip``.
+    """
     decomp = _inflate.decompressobj(wbits=31)
     fed = 0  # bytes fed to the current member
+    ended = False  # a member has ended and the next one has not started
+    padded = False  # zero padding followed the last member
     for chunk in _slices(chunks, INFLATE_SLICE_BYTES):
         data: bytes | memoryview = chunk
         while data:
+            if ended:
+                if data[0] == 0:  # zero padding (checked by first byte: free for real members)
+                    data = _without_leading_zeros(data)
+                    padded = True
+                    if not data:
+                        break
+                if padded:  # something after the padding: not a member gzip would read either
+                    raise _Truncated("corrupt_gzip")
+                ended = False
             fed += len(data)
+            before = decomp.copy()  # ~1 µs per slice: what the salvage replays from
             try:
                 out = decomp.decompress(data)
             except (zlib.error, _inflate.error) as exc:
+                yield from _salvage(before, data)
                 raise _Truncated("corrupt_gzip") from exc
             if out:
                 yield out
             if not decomp.eof:
                 break
-            # A member ended; what follows it is the next member.
+            # A member ended; what follows it is the next member (or zero padding).
             data = decomp.unused_data
             decomp = _inflate.decompressobj(wbits=31)
             fed = 0
+            ended = True
     if fed and not decomp.eof:
         raise _Truncated("truncated_gzip")
+
+
+def _without_leading_zeros(data: bytes | memoryview) -> bytes:
+    """``data`` without its leading zero bytes."""
+    return bytes(data).lstrip(b"\0")
+
+
+def _salvage(decomp: _Decompressor, data: bytes | memoryview) -> Iterator[bytes]:
+    """What ``decomp`` inflates from ``data`` before the error that ``data`` is known to raise.
+
+    zlib discards the output of a call that fails, so ``data`` is replayed in pieces of
+    ``SALVAGE_PIECE_BYTES`` from a copy of the state, and the piece that fails byte by byte: all output
+    of the bytes before the failing one comes out. Deflate cannot tell where damage starts, only where it
+    is detected, so lines decoded just before that point may already be garbled (the final
+    ``corrupt_gzip`` line flags the file). A bad CRC/length trailer fails only in the trailer's bytes,
+    after every data byte was inflated.
+    """
+    view = memoryview(data)
+    for at in range(0, len(view), SALVAGE_PIECE_BYTES):
+        piece = view[at : at + SALVAGE_PIECE_BYTES]
+        before = decomp.copy()
+        try:
+            out = decomp.decompress(piece)
+        except (zlib.error, _inflate.error):
+            yield from _inflate_until_error(before, piece)
+            return
+        if out:
+            yield out
+        if decomp.eof:  # cannot fail after the member's end; stop rather than read past it
+            return
+
+
+def _inflate_until_error(decomp: _Decompressor, data: memoryview) -> Iterator[bytes]:
+    """Inflate ``data`` one byte at a time and yield the output until a byte raises."""
+    for at in range(len(data)):
+        try:
+            out = decomp.decompress(data[at : at + 1])
+        except (zlib.error, _inflate.error):
+            return
+        if out:
+            yield out
+        if decomp.eof:
+            return
 
 
 def _raw_chunks(stream: BinaryIO) -> Iterator[bytes]:
@@ -128,11 +212,25 @@ def _make_line(line_no: int, raw: bytes, full_len: int, read_error: str | None) 
     return RawLine(line_no, raw, full_len, read_error)
 
 
+def _buffered_line(
+    line_no: int, buf: bytearray, overflow: int, max_line_bytes: int, keep_bytes: int, read_error: str | None
+) -> RawLine:
+    """The line held in ``buf`` (plus ``overflow`` bytes not kept), ended by a newline, the end of the
+    file or ``read_error``. It is ``line_too_long`` (first ``keep_bytes`` kept, trailing ``\\r`` and all)
+    when longer than ``max_line_bytes`` without its trailing ``\\r``; a ``read_error`` wins over that."""
+    length = len(buf) + overflow
+    content = length - 1 if not overflow and buf.endswith(b"\r") else length
+    if content > max_line_bytes:
+        return RawLine(line_no, bytes(buf[:keep_bytes]), length, read_error or "line_too_long")
+    return _make_line(line_no, bytes(buf), length, read_error)
+
+
 def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
     """Split a stream of decompressed bytes into numbered raw lines (see module contract)."""
     line_no = 0
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
+    held = max_line_bytes + 1  # the longest line kept whole, with its trailing \r
     try:
         for chunk in chunks:
             start = 0
@@ -149,29 +247,23 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                     overflow += len(piece)
                 else:
                     buf += piece
-                    if len(buf) > max_line_bytes:
+                    if len(buf) > held:
                         overflow = len(buf) - keep_bytes
                         del buf[keep_bytes:]
                 if nl < 0:
                     break
                 line_no += 1
-                if overflow:
-                    yield RawLine(line_no, bytes(buf), len(buf) + overflow, "line_too_long")
-                else:
-                    yield _make_line(line_no, bytes(buf), len(buf), None)
+                yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None)
                 buf.clear()
                 overflow = 0
                 start = nl + 1
     except _Truncated as exc:
         line_no += 1
-        yield _make_line(line_no, bytes(buf), len(buf) + overflow, exc.reason)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, exc.reason)
         return
     if buf or overflow:
         line_no += 1
-        if overflow:
-            yield RawLine(line_no, bytes(buf), len(buf) + overflow, "line_too_long")
-        else:
-            yield _make_line(line_no, bytes(buf), len(buf), None)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None)
 
 
 def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:

@@ -1,0 +1,164 @@
+"""The capture reader on damaged gzip: every line inflated before the damage comes out, then one final
+flagged line; zero padding after the last member; CRLF lines at the length limit."""
+
+import gzip
+import importlib
+import io
+import struct
+import zlib
+
+import pytest
+
+import pipelines.ingest.capture_reader as reader
+from pipelines.ingest.capture_reader import RawLine, read_raw_stream
+
+INFLATERS = ["zlib", "zlib_ng"]
+DEFAULT_SLICE = reader.INFLATE_SLICE_BYTES
+
+
+def raw_lines(data: bytes, max_line_bytes: int = 1000, keep_bytes: int = 10) -> list[RawLine]:
+    return list(read_raw_stream(io.BytesIO(data), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes))
+
+
+def good(payload: bytes) -> list[RawLine]:
+    """The lines of ``payload`` when nothing goes wrong (no \\r, no long line in these payloads)."""
+    parts = payload.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    return [RawLine(no, part, len(part)) for no, part in enumerate(parts, 1)]
+
+
+def good_then_error(payload: bytes, read_error: str) -> list[RawLine]:
+    """The complete lines of ``payload``, then its unterminated rest (possibly empty) flagged."""
+    *complete, rest = payload.split(b"\n")
+    return good(b"".join(line + b"\n" for line in complete)) + [RawLine(len(complete) + 1, rest, len(rest), read_error)]
+
+
+def gzip_member(deflated: bytes, payload: bytes) -> bytes:
+    """A gzip member around a raw deflate stream of ``payload``."""
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    return header + deflated + struct.pack("<II", zlib.crc32(payload), len(payload) & 0xFFFFFFFF)
+
+
+def broken_after(payload: bytes) -> bytes:
+    """A gzip file that inflates ``payload`` exactly, then meets a block of the reserved type 3 (an
+    error zlib reports at that very byte)."""
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    deflated = comp.compress(payload) + comp.flush(zlib.Z_FULL_FLUSH)  # byte-aligned: next block starts here
+    bad_block = b"\x07"  # BFINAL=1, BTYPE=11
+    return gzip_member(deflated + bad_block + b"\x00" * 64, payload)
+
+
+def payload_of(n: int, tail: bytes = b"") -> bytes:
+    return b"".join(b'{"seq":%d,"conn":"c%d"}\n' % (i, i * 7919 % 10007) for i in range(n)) + tail
+
+
+@pytest.fixture(params=INFLATERS)
+def inflater(request, monkeypatch) -> str:
+    """Run the test with zlib and with zlib-ng: same lines, same errors."""
+    module = zlib if request.param == "zlib" else importlib.import_module("zlib_ng.zlib_ng")
+    monkeypatch.setattr(reader, "_inflate", module)
+    return request.param
+
+
+@pytest.mark.parametrize("slice_bytes", [DEFAULT_SLICE, 4096, 7])
+def test_lines_inflated_before_corrupt_data_all_come_out(monkeypatch, inflater: str, slice_bytes: int) -> None:
+    """The damage sits in the same inflate slice as thousands of good lines (the whole file is one
+    slice by default): every one of them comes out, then the partial line before the damage."""
+    monkeypatch.setattr(reader, "INFLATE_SLICE_BYTES", slice_bytes)
+    payload = payload_of(10_000, tail=b'{"seq":10000,"co')
+    data = broken_after(payload)
+    assert len(data) < DEFAULT_SLICE
+    got = raw_lines(data)
+    assert got == good_then_error(payload, "corrupt_gzip")
+    assert got[-1] == RawLine(10_001, b'{"seq":10000,"co', 16, "corrupt_gzip")
+
+
+def test_damage_right_after_a_complete_line_gives_an_empty_final_line(inflater: str) -> None:
+    payload = payload_of(500)
+    got = raw_lines(broken_after(payload))
+    assert got[:2] == [RawLine(1, b'{"seq":0,"conn":"c0"}', 21), RawLine(2, b'{"seq":1,"conn":"c7919"}', 24)]
+    assert got == good(payload) + [RawLine(501, b"", 0, "corrupt_gzip")]
+
+
+@pytest.mark.parametrize("field", ["crc", "length"])
+def test_a_bad_trailer_keeps_every_line_of_the_member(inflater: str, field: str) -> None:
+    payload = payload_of(200)
+    data = bytearray(gzip.compress(payload))
+    data[-8 if field == "crc" else -4] ^= 0x01
+    got = raw_lines(bytes(data))
+    assert got == good(payload) + [RawLine(201, b"", 0, "corrupt_gzip")]
+
+
+def test_a_bad_trailer_keeps_the_unterminated_last_line_as_the_flagged_one(inflater: str) -> None:
+    payload = payload_of(3, tail=b"last")
+    data = bytearray(gzip.compress(payload))
+    data[-8] ^= 0x01
+    assert raw_lines(bytes(data)) == good(payload_of(3)) + [RawLine(4, b"last", 4, "corrupt_gzip")]
+
+
+def test_a_bad_second_member_keeps_the_first_member_and_its_own_lines_before_the_damage(inflater: str) -> None:
+    first, second = payload_of(100), b"second-1\nsecond-2\nsecond-"
+    got = raw_lines(gzip.compress(first) + broken_after(second))
+    assert got == good(first + second[:18]) + [RawLine(103, b"second-", 7, "corrupt_gzip")]
+
+
+def _inflatable_prefix(data: bytes) -> bytes:
+    """What zlib inflates from one gzip member fed byte by byte, up to the byte that raises."""
+    decomp = zlib.decompressobj(wbits=31)
+    out = bytearray()
+    for at in range(len(data)):
+        try:
+            out += decomp.decompress(data[at : at + 1])
+        except zlib.error:
+            return bytes(out)
+    raise AssertionError("the data was expected to be corrupt")
+
+
+@pytest.mark.parametrize("where", [0.25, 0.5, 0.9])
+def test_a_flipped_byte_keeps_everything_inflated_before_the_error_is_seen(inflater: str, where: float) -> None:
+    """Whatever byte is damaged, the lines are those an incremental inflate produces before it fails
+    (deflate may decode garbage for a while after the damage; no check can tell before the error)."""
+    data = bytearray(gzip.compress(payload_of(20_000)))
+    data[int(len(data) * where)] ^= 0xFF
+    prefix = _inflatable_prefix(bytes(data))
+    assert prefix.count(b"\n") > 20_000 * where * 0.9
+    assert raw_lines(bytes(data), max_line_bytes=1 << 20, keep_bytes=1 << 20) == good_then_error(prefix, "corrupt_gzip")
+
+
+@pytest.mark.parametrize("slice_bytes", [DEFAULT_SLICE, 5])
+@pytest.mark.parametrize("padding", [1, 16, 100_000])
+def test_zero_padding_after_the_last_member_is_ignored(monkeypatch, slice_bytes: int, padding: int) -> None:
+    monkeypatch.setattr(reader, "INFLATE_SLICE_BYTES", slice_bytes)
+    members = gzip.compress(b"a\nb\n") + gzip.compress(b"c\nlast")
+    assert raw_lines(members + b"\x00" * padding) == [
+        RawLine(1, b"a", 1),
+        RawLine(2, b"b", 1),
+        RawLine(3, b"c", 1),
+        RawLine(4, b"last", 4),
+    ]
+
+
+@pytest.mark.parametrize("after", [b"x", gzip.compress(b"next\n")])
+def test_anything_after_zero_padding_is_corrupt(after: bytes) -> None:
+    """gzip -t rejects these too ("trailing garbage"): the padding must be the end of the file."""
+    got = raw_lines(gzip.compress(b"a\nb") + b"\x00" * 16 + after)
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip")]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4096])
+def test_a_crlf_line_of_exactly_the_limit_is_kept_whole(monkeypatch, chunk: int) -> None:
+    """The limit counts the line without its \\r, as with LF alone."""
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
+    got = raw_lines(b"abcdefgh\r\nabcdefghi\r\nabcdefgh\nok\r\n", max_line_bytes=8, keep_bytes=3)
+    assert got == [
+        RawLine(1, b"abcdefgh", 8),
+        RawLine(2, b"abc", 10, "line_too_long"),
+        RawLine(3, b"abcdefgh", 8),
+        RawLine(4, b"ok", 2),
+    ]
+
+
+def test_a_last_crlf_line_of_exactly_the_limit_is_kept_whole() -> None:
+    assert raw_lines(b"abcdefgh\r", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abcdefgh", 8)]
+    assert raw_lines(b"abcdefghi", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abc", 9, "line_too_long")]
