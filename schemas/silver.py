@@ -89,6 +89,13 @@ BODY = StructType(
         # Whether the body carries static-topic mappings (their content is out of scope; their presence
         # decides 5.x's step 7a). Nullable: tables written before it read null, taken as false.
         StructField("static_mappings", BooleanType(), True),
+        # The topicConfigTable's keys, one per entry of topic_configs, when one of them differs from
+        # its config's topic_name (5.x removes the topics not among the keys); null when they are the
+        # names, which is every body written before this column.
+        StructField("topic_keys", ArrayType(_str, False), True),
+        # Why a 5.x NameServer cannot read the static-topic mapping section of this compressed body
+        # (version >= 413; it answers SYSTEM_ERROR, 4.9 never reads the section); null when it can.
+        StructField("mapping_error", _str, True),
     ]
 )
 

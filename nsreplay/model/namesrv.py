@@ -397,7 +397,7 @@ class NameServer:
         if self._loses_state_version_conflict(group, hdr, reg):  # 4
             self._table_remove_live(key)
             return _Reply()
-        if broker_id not in group.brokerAddrs and len(reg.topics) == 1:  # 5
+        if broker_id not in group.brokerAddrs and len(reg.topicKeys) == 1:  # 5
             return _Reply(ResponseCode.SYSTEM_ERROR, "register broker failed")
         previous = self._table_put_broker_addr(group, broker_id, addr)  # 6
         register_first = register_first or not previous
@@ -407,7 +407,7 @@ class NameServer:
         )
         if is_master or is_prime_slave:  # 7
             if self._config.deleteTopicWithBrokerRegistration and not reg.staticMappings:
-                self._remove_unlisted_topics(name, reg.topicNames)  # 7a
+                self._remove_unlisted_topics(name, reg.topicKeys)  # 7a
             dv_changed = self._broker_dv_changed(key, reg.dataVersion)
             wipe_write = is_prime_slave and group.enableActingMaster
             for config in self._candidate_topics(reg, name, register_first or dv_changed):  # 7b
@@ -447,7 +447,8 @@ class NameServer:
         return ()
 
     def _remove_unlisted_topics(self, broker_name: str, listed: frozenset[str]) -> None:
-        """5.x step 7a: drop this brokerName's QueueData from every topic the body does not list."""
+        """5.x step 7a: drop this brokerName's QueueData from every topic not among the keys of the
+        body's topicConfigTable (``listed``)."""
         for topic in self._topics_of(broker_name):
             if topic not in listed:
                 self._table_remove_queue_data(topic, broker_name)

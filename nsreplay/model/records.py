@@ -9,6 +9,7 @@ connection id defaults to ``conn_of(addr)``, so that the same broker keeps its c
 from __future__ import annotations
 
 import base64
+import zlib
 from typing import Any, Iterable, Literal, Mapping
 
 from nsreplay.protocol.register_body import (
@@ -109,6 +110,8 @@ def register_broker(
     ha_addr: str | None = None,
     version: int = 479,
     static_mappings: bool = False,
+    topic_keys: Iterable[str] | None = None,
+    mapping_section: bytes | None = None,
     namesrv: str = NAMESRV,
     seq: int | None = None,
 ) -> dict[str, Any]:
@@ -117,13 +120,17 @@ def register_broker(
     "compressed" (zlib form in ``body_b64``, header compressed=true unless ``compressed_flag``
     says otherwise) or "none" (no body). ``crc`` defaults to the real CRC for raw forms, else 0.
     ``five`` adds the 5.x headers (``enableActingMaster`` unless it is ``None``). ``static_mappings``
-    gives the body one (placeholder) static-topic mapping; the compressed form needs version >= 413."""
+    gives the body one (placeholder) static-topic mapping; the compressed form needs version >= 413.
+    For malformed bodies: ``topic_keys`` are the JSON topicConfigTable's keys (one per topic, in
+    order; by default each topic's name), and ``mapping_section`` replaces the bytes that follow the
+    compressed form's filter list (the static-topic mapping section)."""
     body = RegisterBody(
         None if dv is None else DataVersion(*dv),
         tuple(_topic_config(t) for t in topics),
         tuple(filter_servers),
         legacy_wrapper=version < 37,
         static_mappings=static_mappings,
+        topic_keys=None if topic_keys is None else tuple(topic_keys),
     )
     ext = {
         "brokerName": name,
@@ -147,7 +154,10 @@ def register_broker(
     elif form == "raw":
         raw = encode_register_body_bytes(body)
     elif form == "compressed":
-        raw = encode_compressed_register_body(body, with_mappings=version >= 413)
+        if mapping_section is None:
+            raw = encode_compressed_register_body(body, with_mappings=version >= 413)
+        else:
+            raw = zlib.compress(zlib.decompress(encode_compressed_register_body(body)) + mapping_section)
     if raw is not None:
         ext["bodyCrc32"] = str(body_crc32(raw) if crc is None else crc)
     elif crc is not None:

@@ -172,18 +172,23 @@ class DecodedBody(NamedTuple):
     body: RegisterBody | None
     error: str | None
     topic_names: frozenset[str]
+    table_keys: frozenset[str]  # the topicConfigTable's keys (5.x steps 5 and 7a)
+
+
+def _decoded(crc: int | None, body: RegisterBody) -> DecodedBody:
+    names = frozenset(c.topic_name for c in body.topic_configs)
+    return DecodedBody(crc, body, None, names, names if body.topic_keys is None else body.table_keys)
 
 
 def decode_body(req: Request, hdr: RegisterHeader) -> DecodedBody:
     """Decode a register body: raw bytes (``body_b64``) are authoritative, else the JSON ``body``;
     a body the caller decoded (``req.decoded_body``, see ``NameServer.apply``) is taken as it is."""
     if req.decoded_body is not None:
-        body = req.decoded_body
-        return DecodedBody(None, body, None, frozenset(c.topic_name for c in body.topic_configs))
+        return _decoded(None, req.decoded_body)
     try:
         raw = req.raw_body()
     except Rejected as exc:
-        return DecodedBody(None, None, str(exc), frozenset())
+        return DecodedBody(None, None, str(exc), frozenset(), frozenset())
     crc = None if req.body_b64 is None else body_crc32(raw or b"")
     try:
         if raw is not None:
@@ -193,9 +198,10 @@ def decode_body(req: Request, hdr: RegisterHeader) -> DecodedBody:
         else:
             body = None
     except BodyDecodeError as exc:
-        return DecodedBody(crc, None, f"Failed to decode RegisterBrokerBody: {exc}", frozenset())
-    names = frozenset(c.topic_name for c in body.topic_configs) if body is not None else frozenset()
-    return DecodedBody(crc, body, None, names)
+        return DecodedBody(crc, None, f"Failed to decode RegisterBrokerBody: {exc}", frozenset(), frozenset())
+    if body is None:
+        return DecodedBody(crc, None, None, frozenset(), frozenset())
+    return _decoded(crc, body)
 
 
 class BodyCache:
@@ -203,8 +209,10 @@ class BodyCache:
     with a content id.
 
     Decoding is a pure function of (raw bytes or JSON, compressed flag, version), and a broker resends
-    the same body every 30 s, so an equal body reuses the previous result. The JSON body is compared
-    against a private copy, so records changed by the caller after being applied cannot fool it.
+    the same body every 30 s, so an equal body reuses the previous result. A JSON body is compared by
+    its pickled bytes: a private copy (records changed by the caller after being applied cannot fool
+    it) that tells ``true`` from ``1`` and ``1.0`` from ``1``, which Python's ``==`` does not, while
+    the decoder accepts the one and rejects the other.
     """
 
     MAX_BY_ID = 1024  # bodies remembered by content id (see decode)
@@ -215,9 +223,11 @@ class BodyCache:
 
     def decode(self, req: Request, hdr: RegisterHeader) -> DecodedBody:
         raw_form = req.body_b64 is not None
-        source = req.body_b64 if raw_form else req.body
+        source: object = req.body_b64 if raw_form else req.body
         if req.body_id is not None:  # equal ids promise equal bodies: no need to compare them
             source = ("body_id", req.body_id)
+        elif source is not None and not raw_form:
+            source = pickle.dumps(source, protocol=pickle.HIGHEST_PROTOCOL)
         key = (hdr.clusterName, hdr.brokerName, hdr.brokerId, hdr.brokerAddr)
         fingerprint = (raw_form, hdr.compressed, req.version, source)
         last = self._last.get(key)
@@ -232,8 +242,7 @@ class BodyCache:
                 if len(self._by_id) >= self.MAX_BY_ID:
                     self._by_id.clear()
                 self._by_id[fingerprint] = decoded
-        private = source if raw_form or source is None or req.body_id is not None else pickle.loads(pickle.dumps(source))
-        self._last[key] = ((raw_form, hdr.compressed, req.version, private), decoded)
+        self._last[key] = (fingerprint, decoded)
         return decoded
 
 
@@ -243,6 +252,7 @@ class Registration(NamedTuple):
     dataVersion: DataVersion
     topics: tuple[TopicConfig, ...]
     topicNames: frozenset[str]
+    topicKeys: frozenset[str]  # the keys of the body's topicConfigTable (usually the topic names)
     filterServers: tuple[str, ...] | None
     staticMappings: bool  # the body carries static-topic mappings (5.x step 7a is skipped then)
 
@@ -256,14 +266,16 @@ def registration(decoded: DecodedBody, req: Request, hdr: RegisterHeader, profil
     body = decoded.body
     if body is None:
         filters = None if req.version < LEGACY_REGISTER_VERSION else ()
-        return Registration(DataVersion(0, 0, 0), (), frozenset(), filters, False)
+        return Registration(DataVersion(0, 0, 0), (), frozenset(), frozenset(), filters, False)
+    if body.mapping_error is not None and profile == PROFILE_5:  # only 5.x reads the mapping section
+        raise Rejected(f"Failed to decode RegisterBrokerBody: {body.mapping_error}")
     if body.data_version is None:
         dv = DataVersion(0, req.ts, 0)
     else:
         state_version = 0 if profile == PROFILE_49 else body.data_version.state_version  # none in 4.9
         dv = DataVersion(state_version, body.data_version.timestamp, body.data_version.counter)
     filters = None if body.legacy_wrapper else tuple(body.filter_server_list)
-    return Registration(dv, tuple(body.topic_configs), decoded.topic_names, filters, body.static_mappings)
+    return Registration(dv, tuple(body.topic_configs), decoded.topic_names, decoded.table_keys, filters, body.static_mappings)
 
 
 _QUEUE_DATA_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")

@@ -8,18 +8,25 @@ Contract (semantics spec §2 and §8):
   such a body leaves the filter-server table untouched (``legacy_wrapper``).
 * A TopicConfig field that is missing takes Java's default: 16 read queues, 16 write queues, perm 6,
   topicSysFlag 0. The QueueData goes to the config's own ``topicName``; the map key is used only when
-  the config lacks one.
+  the config lacks one. The keys themselves matter to 5.x, which removes the topics *not among the
+  keys* (step 7a) and counts them (step 5): ``topic_keys`` keeps them, one per config, when any of them
+  differs from its config's ``topicName`` (``None`` when every key is its config's name).
 * A body without a ``dataVersion`` decodes to ``data_version=None``: the NameServer then uses Java's
   default (counter 0, stateVersion 0, timestamp = the moment it processed the request).
 * Compressed form (only decoded as such when the header says ``compressed=true``): a zlib stream of
   int32 length + DataVersion JSON; int32 n then n x (int32 length + ``"topicName read write perm
   filterType"`` optionally followed by ``" " + attributesJSON``); int32 length + filter-list JSON;
   optionally (5.x, version >= 413) int32 m then m x (int32 length + mapping JSON).
-  topicSysFlag and order are not carried (0 / false).
+  topicSysFlag and order are not carried (0 / false). The NameServer puts the entries in a map by
+  topic name, so a name listed twice counts once, with its last entry (``topic_configs`` keeps the
+  first position).
 * Static-topic mappings (``topicQueueMappingInfoMap`` of the wrapper, or the compressed form's mapping
   section) are out of scope except for one bit: whether the body has any (``static_mappings``), which
   decides the 5.x NameServer's step 7a (semantics spec §2). Their content is not kept; the encoders
-  write one placeholder entry for a body that has them.
+  write one placeholder entry for a body that has them. A 5.x NameServer reads the compressed form's
+  mapping section whenever the request's version is 413 or more, and fails on a section that is
+  missing, cut short or whose entry is not a JSON object; 4.9 never reads it. Such a body decodes
+  (for 4.9) with ``mapping_error`` set to the reason, and the 5.x NameServer answers SYSTEM_ERROR.
 * ``body_crc32`` is the value the broker puts in the ``bodyCrc32`` header: CRC32 & 0x7FFFFFFF.
 
 Everything that cannot be decoded raises :class:`BodyDecodeError` with a short reason; the NameServer
@@ -91,6 +98,19 @@ class RegisterBody:
     filter_server_list: tuple[str, ...] = ()
     legacy_wrapper: bool = False
     static_mappings: bool = False
+    topic_keys: tuple[str, ...] | None = None
+    mapping_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.topic_keys is not None and len(self.topic_keys) != len(self.topic_configs):
+            raise ValueError("topic_keys must hold one key per topic config")
+
+    @property
+    def table_keys(self) -> frozenset[str]:
+        """The keys of the body's topicConfigTable (5.x steps 5 and 7a)."""
+        if self.topic_keys is not None:
+            return frozenset(self.topic_keys)
+        return frozenset(c.topic_name for c in self.topic_configs)
 
 
 def body_crc32(raw: bytes) -> int:
@@ -150,11 +170,11 @@ def _decode_topic_config(key: str, obj: object) -> TopicConfig:
     )
 
 
-def _decode_wrapper(obj: object) -> tuple[DataVersion | None, tuple[TopicConfig, ...], bool]:
-    """(dataVersion, topic configs, whether it holds static-topic mappings) of a
-    TopicConfigSerializeWrapper; a mapping map that is present and not empty counts as mappings."""
+def _decode_wrapper(obj: object, filters: tuple[str, ...], legacy: bool) -> RegisterBody:
+    """The body of a TopicConfigSerializeWrapper (with the body's filter list); a mapping map that is
+    present and not empty counts as static-topic mappings."""
     if obj is None:
-        return None, (), False
+        return RegisterBody(None, (), filters, legacy_wrapper=legacy)
     if not isinstance(obj, Mapping):
         raise BodyDecodeError("topicConfigSerializeWrapper is not an object")
     dv_obj = obj.get("dataVersion")
@@ -162,10 +182,13 @@ def _decode_wrapper(obj: object) -> tuple[DataVersion | None, tuple[TopicConfig,
     mappings = bool(obj.get(MAPPING_MAP))
     table = obj.get("topicConfigTable")
     if table is None:
-        return data_version, (), mappings
+        table = {}
     if not isinstance(table, Mapping):
         raise BodyDecodeError("topicConfigTable is not an object")
-    return data_version, tuple(_decode_topic_config(str(k), v) for k, v in table.items()), mappings
+    keys = tuple(str(k) for k in table)
+    configs = tuple(_decode_topic_config(k, v) for k, v in zip(keys, table.values()))
+    renamed = any(k != c.topic_name for k, c in zip(keys, configs))
+    return RegisterBody(data_version, configs, filters, legacy, mappings, keys if renamed else None)
 
 
 def _decode_filter_list(obj: object) -> tuple[str, ...]:
@@ -181,10 +204,8 @@ def decode_json_register_body(obj: object, *, version: int) -> RegisterBody:
     if not isinstance(obj, Mapping):
         raise BodyDecodeError("body is not a JSON object")
     if version < LEGACY_WRAPPER_MAX_VERSION:
-        data_version, configs, mappings = _decode_wrapper(obj)
-        return RegisterBody(data_version, configs, (), legacy_wrapper=True, static_mappings=mappings)
-    data_version, configs, mappings = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
-    return RegisterBody(data_version, configs, _decode_filter_list(obj.get("filterServerList")), static_mappings=mappings)
+        return _decode_wrapper(obj, (), legacy=True)
+    return _decode_wrapper(obj.get("topicConfigSerializeWrapper"), _decode_filter_list(obj.get("filterServerList")), legacy=False)
 
 
 class _Reader:
@@ -245,11 +266,30 @@ def _decode_compressed(raw: bytes, version: int) -> RegisterBody:
     count = reader.int32()
     if count < 0:
         raise BodyDecodeError("compressed body has a negative topic count")
-    configs = tuple(_decode_compressed_topic(reader.chunk()) for _ in range(count))
+    by_name: dict[str, TopicConfig] = {}
+    for _ in range(count):  # a map by topic name: a repeated name keeps its first place, its last entry
+        config = _decode_compressed_topic(reader.chunk())
+        by_name[config.topic_name] = config
     filters = _decode_filter_list(_json_text(reader.chunk(), "compressed filter list"))
-    # A static-topic mapping section may follow (5.x, version >= 413): only its entry count is read.
-    mappings = version >= STATIC_MAPPING_VERSION and reader.remaining() >= 4 and reader.int32() > 0
-    return RegisterBody(data_version, configs, filters, static_mappings=mappings)
+    if version < STATIC_MAPPING_VERSION:
+        return RegisterBody(data_version, tuple(by_name.values()), filters)
+    mappings, error = _mapping_section(reader)
+    return RegisterBody(data_version, tuple(by_name.values()), filters, static_mappings=mappings, mapping_error=error)
+
+
+def _mapping_section(reader: _Reader) -> tuple[bool, str | None]:
+    """(whether it has entries, why 5.x cannot read it or None) of the static-topic mapping section
+    that ends a compressed body from version 413 on: int32 m, then m x (int32 length + JSON object).
+    A count of 0 or less means no mappings; bytes after the section are not read (as in Java)."""
+    try:
+        count = reader.int32()
+        for _ in range(max(count, 0)):
+            entry = _json_text(reader.chunk(), "static-topic mapping entry")
+            if not isinstance(entry, dict):
+                raise BodyDecodeError("static-topic mapping entry is not a JSON object")
+    except BodyDecodeError as exc:
+        return False, f"static-topic mapping section: {exc}"
+    return count > 0, None
 
 
 def decode_register_body(raw: bytes, *, compressed: bool, version: int) -> RegisterBody:
@@ -279,7 +319,8 @@ def encode_json_register_body(body: RegisterBody) -> dict[str, Any]:
     wrapper: dict[str, Any] = {}
     if body.data_version is not None:
         wrapper["dataVersion"] = body.data_version.to_json()
-    wrapper["topicConfigTable"] = {c.topic_name: _topic_config_json(c) for c in body.topic_configs}
+    keys = body.topic_keys if body.topic_keys is not None else [c.topic_name for c in body.topic_configs]
+    wrapper["topicConfigTable"] = {k: _topic_config_json(c) for k, c in zip(keys, body.topic_configs)}
     if body.static_mappings:
         wrapper[MAPPING_MAP] = {_placeholder_mapping_topic(body): _placeholder_mapping(body)}
     if body.legacy_wrapper:
@@ -310,6 +351,8 @@ def encode_compressed_register_body(body: RegisterBody, *, with_mappings: bool =
     version >= 413): empty, or one placeholder entry when ``body.static_mappings``, which needs it."""
     if body.static_mappings and not with_mappings:
         raise ValueError("a body with static_mappings needs the mapping section (with_mappings=True)")
+    if body.topic_keys is not None:
+        raise ValueError("the compressed form keys its topics by name: it cannot carry topic_keys")
     dv = body.data_version or DataVersion(0, 0, 0)
     parts = [_chunk(json.dumps(dv.to_json(), separators=(",", ":")).encode("utf-8"))]
     parts.append(struct.pack(">i", len(body.topic_configs)))

@@ -85,6 +85,8 @@ def _body_row(decoded: DecodedBody) -> dict[str, Any]:
         "legacy_wrapper": body.legacy_wrapper,
         "body_bytes": decoded.body_bytes,
         "static_mappings": body.static_mappings,
+        "topic_keys": None if body.topic_keys is None else list(body.topic_keys),
+        "mapping_error": body.mapping_error,
     }
 
 

@@ -136,7 +136,16 @@ def register_body(row: Mapping[str, Any]) -> RegisterBody:
         TopicConfig(c["topic_name"], c["read_queue_nums"], c["write_queue_nums"], c["perm"], c["topic_sys_flag"], c["order"], c["topic_filter_type"])
         for c in row["topic_configs"]
     )
-    return RegisterBody(dv, configs, tuple(row["filter_server_list"]), row["legacy_wrapper"], bool(row.get("static_mappings")))
+    keys = row.get("topic_keys")
+    return RegisterBody(
+        dv,
+        configs,
+        tuple(row["filter_server_list"]),
+        row["legacy_wrapper"],
+        bool(row.get("static_mappings")),
+        None if keys is None else tuple(keys),
+        row.get("mapping_error"),
+    )
 
 
 _RECORD_FIELDS = ("namesrv", "ts", "seq", "kind", "code", "version", "opaque", "conn", "event", "remote", "rocketmq_version")

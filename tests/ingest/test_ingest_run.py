@@ -55,7 +55,7 @@ def request(ts: int, code: int, ext: dict, seq: int, **fields) -> dict:
 
 def good_records() -> list[dict]:
     raw_b = encode_register_body_bytes(BODY_B)
-    compressed = encode_compressed_register_body(BODY_A)
+    compressed = encode_compressed_register_body(BODY_A, with_mappings=True)
     return [
         {"namesrv": NS, "ts": T0, "seq": 0, "kind": "namesrv_start", "rocketmq_version": "5.3.3", "config": {"scanNotActiveBrokerInterval": 5000}},
         {"namesrv": NS, "ts": T0 + 1, "seq": 1, "kind": "channel", "event": "CONNECT", "conn": "10.0.1.5:53422@1732147190000", "remote": "10.0.1.5:53422"},

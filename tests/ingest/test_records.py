@@ -136,7 +136,7 @@ def test_compressed_body_needs_the_compressed_header() -> None:
 @pytest.mark.parametrize("flag", ["TRUE", "True"])
 def test_the_compressed_header_is_read_like_boolean_parse_boolean(flag: str) -> None:
     """Java's Boolean.parseBoolean ignores case, and so does the model: "TRUE" is compressed."""
-    raw = base64.b64encode(encode_compressed_register_body(BODY)).decode()
+    raw = base64.b64encode(encode_compressed_register_body(BODY, with_mappings=True)).decode()
     ok = parse(register(body=None, body_b64=raw, extFields={**register()["extFields"], "compressed": flag}))
     assert isinstance(ok, Accepted) and ok.new_body.encoding == "compressed"
     assert ok.new_body.body == BODY

@@ -261,6 +261,65 @@ def test_5x_single_topic_first_registration_fails_leaving_an_empty_brokerdata() 
     assert ns.apply(reg(T0 + 2, topics=["only"])).code == ResponseCode.SUCCESS
 
 
+def test_5x_single_topic_rule_counts_the_keys_of_the_topic_table() -> None:
+    """Step 5 counts the topicConfigTable's entries: a compressed body that lists one topic twice holds
+    one topic (the NameServer keys them by name); a JSON table with two keys holds two, whatever the
+    configs' topicNames."""
+    ns = NameServer("rocketmq-5", {}, T0)
+    twice = ns.apply(reg(T0, topics=["only", "only"], form="compressed"))
+    assert (twice.code, twice.remark) == (ResponseCode.SYSTEM_ERROR, "register broker failed")
+    two_keys = ns.apply(reg(T0 + 1, name="b2", addr="10.0.0.2:10911", topics=["only", "only"], topic_keys=["only", "alias"]))
+    assert two_keys.code == ResponseCode.SUCCESS
+    assert set(ns.snapshot().topicQueueTable) == {"only"}
+
+
+def test_5x_delete_with_registration_keeps_the_topics_among_the_keys() -> None:
+    """Step 7a removes the topics *not among the keys* of the topicConfigTable; 7b then applies each
+    config to its own topicName. A key K whose config names T keeps topic K, and T is (re)applied."""
+    ns = NameServer("rocketmq-5", {"deleteTopicWithBrokerRegistration": True}, T0)
+    ns.apply(reg(T0, topics=["K", "T", "gone", TBW]))
+    outcome = ns.apply(reg(T0 + 1000, topics=["T", TBW], topic_keys=["K", "TBW102"], dv=(0, 1, 2)))
+    assert outcome.code == ResponseCode.SUCCESS
+    assert set(ns.snapshot().topicQueueTable) == {"K", "T", "TBW102"}
+    assert route_info(ns, "K", request_version=479).code == ResponseCode.SUCCESS
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("section", [b"", b"\x00\x00\x00\x01", b"\x00\x00\x00\x01\x00\x00\x00\x03[1]"], ids=["missing", "entry-missing", "not-an-object"])
+def test_a_broken_mapping_section_is_undecodable_only_for_5x(profile: str, section: bytes) -> None:
+    """From version 413 the 5.x NameServer reads the compressed body's static-topic mapping section and
+    answers SYSTEM_ERROR, changing nothing, when it cannot; 4.9 never reads the section."""
+    ns = NameServer(profile, {}, T0)
+    outcome = ns.apply(reg(T0, profile, topics=["t", TBW], form="compressed", mapping_section=section, version=479))
+    if profile == "rocketmq-5":
+        assert outcome.code == ResponseCode.SYSTEM_ERROR and not outcome.changed
+        assert outcome.remark is not None and outcome.remark.startswith("Failed to decode RegisterBrokerBody: static-topic mapping section")
+        assert ns.snapshot() == NameServer(profile, {}, T0).snapshot()
+    else:
+        assert outcome.code == ResponseCode.SUCCESS
+        assert set(ns.snapshot().topicQueueTable) == {"t", "TBW102"}
+    old = NameServer(profile, {}, T0)  # before 413 there is no section to read
+    assert old.apply(reg(T0, profile, topics=["t", TBW], form="compressed", mapping_section=section, version=412)).code == ResponseCode.SUCCESS
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize(("good", "bad"), [(1, True), (1, 1.0)], ids=["bool-for-int", "float-for-int"])
+def test_a_body_equal_only_by_python_equality_is_decoded_again(profile: str, good: object, bad: object) -> None:
+    """The last-body cache must not take ``true`` for ``1`` (Python's ``==`` does): the same record gives
+    the same answer whatever the broker sent before."""
+    def with_perm(ts: int, perm: object) -> dict[str, object]:
+        record = reg(ts, profile, topics=["t", TBW])
+        record["body"]["topicConfigSerializeWrapper"]["topicConfigTable"]["t"]["perm"] = perm  # type: ignore[index]
+        return record
+
+    alone = NameServer(profile, {}, T0).apply(with_perm(T0, bad))
+    ns = NameServer(profile, {}, T0)
+    assert ns.apply(with_perm(T0, good)).code == ResponseCode.SUCCESS
+    after = ns.apply(with_perm(T0 + 1, bad))
+    assert (after.code, after.remark) == (alone.code, alone.remark) == (ResponseCode.SYSTEM_ERROR, "Failed to decode RegisterBrokerBody: perm is not an integer")
+    assert ns.snapshot().topicQueueTable["t"]["b"].perm == 1
+
+
 def test_49_has_no_single_topic_rule() -> None:
     ns = NameServer("rocketmq-4.9", {}, T0)
     assert ns.apply(reg(T0, "rocketmq-4.9", topics=["only"])).code == ResponseCode.SUCCESS

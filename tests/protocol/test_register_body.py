@@ -1,6 +1,7 @@
 """Round trips and decoding rules of the RegisterBrokerBody codec (semantics spec §2, §8)."""
 
 import base64
+import struct
 import zlib
 
 import pytest
@@ -100,3 +101,63 @@ def test_crc_is_masked_to_31_bits() -> None:
     raw = base64.b64decode(base64.b64encode(b"\xff" * 100))
     assert body_crc32(raw) == zlib.crc32(raw) & 0x7FFFFFFF
     assert 0 <= body_crc32(raw) < 2**31
+
+
+# ------------------------------------------------------------------- keys, repeated names, mapping section
+
+
+def _wrapper_body(table: dict[str, dict[str, object]]) -> dict[str, object]:
+    return {"filterServerList": [], "topicConfigSerializeWrapper": {"dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": 1}, "topicConfigTable": table}}
+
+
+def test_json_keys_that_differ_from_the_topic_names_are_kept_one_per_config() -> None:
+    body = decode_json_register_body(_wrapper_body({"K": {"topicName": "T"}, "u": {"topicName": "u"}, "v": {}}), version=479)
+    assert [c.topic_name for c in body.topic_configs] == ["T", "u", "v"]  # a config without topicName takes its key
+    assert body.topic_keys == ("K", "u", "v")
+    assert body.table_keys == frozenset({"K", "u", "v"})
+    assert decode_json_register_body(encode_json_register_body(body), version=479) == body  # the keys round-trip
+    plain = decode_json_register_body(_wrapper_body({"u": {"topicName": "u"}, "v": {}}), version=479)
+    assert plain.topic_keys is None and plain.table_keys == frozenset({"u", "v"})
+    with pytest.raises(ValueError):
+        encode_compressed_register_body(body, with_mappings=True)  # the compressed form keys by name
+    with pytest.raises(ValueError):
+        RegisterBody(None, (TopicConfig("a"),), topic_keys=("a", "b"))
+
+
+def test_a_compressed_topic_listed_twice_counts_once_with_its_last_entry() -> None:
+    body = RegisterBody(DataVersion(0, 1, 1), (TopicConfig("a", 1, 1), TopicConfig("b", 2, 2), TopicConfig("a", 3, 3)))
+    decoded = decode_register_body(encode_compressed_register_body(body), compressed=True, version=400)
+    assert decoded.topic_configs == (TopicConfig("a", 3, 3), TopicConfig("b", 2, 2))
+    assert decoded.table_keys == frozenset({"a", "b"})
+
+
+def _section(*entries: bytes, count: int | None = None) -> bytes:
+    head = struct.pack(">i", len(entries) if count is None else count)
+    return head + b"".join(struct.pack(">i", len(e)) + e for e in entries)
+
+
+@pytest.mark.parametrize(
+    ("section", "error", "mappings"),
+    [
+        pytest.param(b"", "static-topic mapping section: compressed body is truncated", False, id="missing"),
+        pytest.param(_section(count=1), "static-topic mapping section: compressed body is truncated", False, id="entry-missing"),
+        pytest.param(_section(b"{\"topic\":\"t\"}", count=2), "static-topic mapping section: compressed body is truncated", False, id="second-entry-missing"),
+        pytest.param(struct.pack(">i", 1) + struct.pack(">i", 50) + b"{}", "static-topic mapping section: compressed body has a bad length prefix", False, id="entry-cut"),
+        pytest.param(_section(b"not json"), "static-topic mapping section: static-topic mapping entry is not valid JSON", False, id="not-json"),
+        pytest.param(_section(b"[1]"), "static-topic mapping section: static-topic mapping entry is not a JSON object", False, id="not-an-object"),
+        pytest.param(_section(), None, False, id="empty"),
+        pytest.param(_section(count=-3), None, False, id="negative-count"),
+        pytest.param(_section(b"{\"topic\":\"t\"}"), None, True, id="one-entry"),
+        pytest.param(_section(b"{\"topic\":\"t\"}") + b"trailing bytes are not read", None, True, id="trailing-bytes"),
+    ],
+)
+def test_the_mapping_section_from_version_413_must_be_whole(section: bytes, error: str | None, mappings: bool) -> None:
+    """A 5.x NameServer reads the section of every compressed body from version 413 on and fails on a
+    missing or broken one; the body still decodes (4.9 never reads the section), with the reason."""
+    head = zlib.decompress(encode_compressed_register_body(RegisterBody(DataVersion(0, 1, 1), (TopicConfig("t"),))))
+    raw = zlib.compress(head + section)
+    body = decode_register_body(raw, compressed=True, version=479)
+    assert (body.mapping_error, body.static_mappings) == (error, mappings)
+    assert body.topic_configs == (TopicConfig("t", 16, 16, 6),)
+    before = decode_register_body(raw, compressed=True, version=412)  # no section before 413: not read
+    assert (before.mapping_error, before.static_mappings) == (None, False)

@@ -28,6 +28,8 @@ NS_TWO_CLUSTERS = "10.0.1.8:9876"  # 4.9: one brokerName in two clusters
 NS_ACTING = "10.0.1.9:9876"  # 5.x: acting master with supportActingMaster
 NS_SHARED_LIVE = "10.0.1.10:9876"  # 4.9: two processes report one address over different connections
 NS_STATIC_MAPPINGS = "10.0.1.11:9876"  # 5.x: a body with static-topic mappings skips deleteTopicWithBrokerRegistration
+NS_MALFORMED_5 = "10.0.1.12:9876"  # 5.x: topicConfigTable keys that are not the topic names; a broken mapping section
+NS_MALFORMED_49 = "10.0.1.13:9876"  # 4.9: the same bodies (4.9 never reads the mapping section)
 
 
 def scenarios() -> list[dict]:
@@ -129,6 +131,21 @@ def scenarios() -> list[dict]:
         for k, (topics, mappings) in enumerate(((["t", "u", "TBW102"], True), (["t", "TBW102"], True), (["t", "TBW102"], True), (["t", "TBW102"], False))):
             r.append(register_broker(S + 100 + k * 30000 + (form == "json"), cluster="c", name=name, addr=addr, topics=topics, dv=(0, 1, 1 + k),
                                      form=form, static_mappings=mappings, namesrv=ns))
+
+    # Malformed bodies, the same to a 5.x NameServer (with deleteTopicWithBrokerRegistration) and a 4.9
+    # one. b-m's second JSON body keys topic "T"'s config as "K": 5.x keeps K (a key), drops "gone"
+    # and applies T. b-n's first compressed body (version 479) lacks the static-topic mapping section:
+    # 5.x answers SYSTEM_ERROR and changes nothing until its whole body 30 s later; 4.9 applies both.
+    for ns, version in ((NS_MALFORMED_5, "5.3.3"), (NS_MALFORMED_49, "4.9.4")):
+        five_ns = ns == NS_MALFORMED_5
+        r.append(namesrv_start(S, version, {**five, "deleteTopicWithBrokerRegistration": True} if five_ns else {}, namesrv=ns))
+        for k in range(3):
+            renamed = k > 0
+            r.append(register_broker(S + 100 + k * 30000, cluster="c", name="b-m", addr="10.12.0.1:10911", dv=(0, 1, 1 + min(k, 1)),
+                                     topics=["T", "TBW102"] if renamed else ["K", "T", "gone", "TBW102"],
+                                     topic_keys=["K", "TBW102"] if renamed else None, namesrv=ns))
+            r.append(register_broker(S + 200 + k * 30000, cluster="c", name="b-n", addr="10.12.0.2:10911", topics=["n", "TBW102"], dv=(0, 1, 1 + k),
+                                     form="compressed", mapping_section=b"" if k == 0 else None, namesrv=ns))
 
     # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
     # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".

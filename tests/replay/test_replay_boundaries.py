@@ -10,6 +10,8 @@ from boundary_scenarios import (
     NS_ACTING,
     NS_DELETE_49,
     NS_DELETE_5,
+    NS_MALFORMED_5,
+    NS_MALFORMED_49,
     NS_RESTART,
     NS_SHARED_LIVE,
     NS_STALE_CLOSE,
@@ -99,3 +101,16 @@ def test_a_body_with_static_topic_mappings_keeps_the_topics_it_no_longer_lists(p
     for t in (S + 30200, S + 60200):  # registered without "u", with mappings: "u" stays
         assert set(h.snapshot_at(NS_STATIC_MAPPINGS, t).topicQueueTable["u"]) == {"b-k", "b-j"}
     assert "u" not in h.snapshot_at(NS_STATIC_MAPPINGS, S + 90200).topicQueueTable  # without: removed
+
+
+def test_malformed_bodies_keys_and_mapping_section(published) -> None:
+    """5.x removes the topics not among the topicConfigTable's *keys* and rejects a compressed body
+    whose mapping section is missing (version 479); 4.9 reads neither (silver.topic_configs keeps
+    both facts for the replay: topic_keys, mapping_error)."""
+    h = PublishedHistory(published[1])
+    five, four = h.snapshot_at(NS_MALFORMED_5, S + 30300), h.snapshot_at(NS_MALFORMED_49, S + 30300)
+    assert set(five.topicQueueTable) == {"K", "T", "TBW102", "n"}  # "gone" removed; K kept as a key
+    assert set(four.topicQueueTable) == {"K", "T", "gone", "TBW102", "n"}  # 4.9 never removes
+    assert "n" not in h.snapshot_at(NS_MALFORMED_5, S + 30000).topicQueueTable  # the broken body changed nothing
+    assert "10.12.0.2:10911" not in live_addrs(h, NS_MALFORMED_5, S + 30000)
+    assert "10.12.0.2:10911" in live_addrs(h, NS_MALFORMED_49, S + 300)

@@ -4,7 +4,9 @@ Hypothesis draws a batch of streams; each becomes one NameServer of a single cap
 run checks them all). Small pools of clusters, brokerNames, addresses, ids and connections make
 collisions likely: one address under several brokerNames and ids, brokerNames moving between
 clusters, stale connections, restarts, admin requests, duplicates, records landing exactly on scan
-ticks, files out of order, register bodies in every form, with and without static-topic mappings. Every tick of every stream must match the reference model.
+ticks, files out of order, register bodies in every form, with and without static-topic mappings,
+some malformed (a topicConfigTable key that is not its topic's name, a compressed body without its
+mapping section). Every tick of every stream must match the reference model.
 """
 
 from __future__ import annotations
@@ -65,12 +67,22 @@ def stream(draw, index: int) -> list[dict]:
             # half the time the connection is unrelated to the address: two processes reporting one
             # address (NAT, copied config) over different connections
             conn = f"10.0.8.{rng.randint(1, 2)}:5000#conn0" if odd and mode == "conn" else conn_of(addr, generation[addr])
+            form = rng.choice(("json", "json", "raw", "compressed"))
+            # a malformed body now and then: a topicConfigTable key that is not its config's topicName
+            # (JSON forms), or a compressed body without its static-topic mapping section (5.x rejects it)
+            malformed = rng.random() < 0.1
+            keys = None
+            if malformed and form != "compressed":
+                keys = [tp for tp, *_ in topics]
+                keys[0] = rng.choice([tp for tp in TOPICS if tp not in keys[1:]])
+            no_section = malformed and form == "compressed"
             records.append(register_broker(
                 t, cluster=cluster, name=name, addr=addr, broker_id=broker_id, topics=topics, dv=(rng.randint(0, 2), rng.choice((1, 2)), rng.choice((1, 2))),
                 five=five, enable_acting_master=rng.random() < 0.5 if five else None,
                 heartbeat_timeout=rng.choice((None, 10000)) if five else None, conn=conn, namesrv=ns,
                 # every body form; 5.x bodies with static-topic mappings skip deleteTopicWithBrokerRegistration
-                form=rng.choice(("json", "json", "raw", "compressed")), static_mappings=five and rng.random() < 0.25,
+                form=form, static_mappings=five and rng.random() < 0.25 and not no_section,
+                topic_keys=keys, mapping_section=b"" if no_section else None,
             ))
         elif roll < 0.6:
             records.append(unregister_broker(t, cluster=cluster, name=name, addr=addr, broker_id=broker_id, namesrv=ns))
