@@ -185,11 +185,15 @@ def _parse_java_long(name: str, value: object) -> int:
     if isinstance(value, bool):
         raise ValueError(f"config {name} must be an integer, got {value!r}")
     if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if not text.lstrip("+-").isdigit() or not text.isascii():
-        raise ValueError(f"config {name} must be an integer, got {value!r}")
-    return int(text)
+        number = value
+    else:
+        text = str(value).strip()
+        if not text.lstrip("+-").isdigit() or not text.isascii():
+            raise ValueError(f"config {name} must be an integer, got {value!r}")
+        number = int(text)
+    if not -(2**63) <= number < 2**63:  # Long.parseLong fails: the NameServer would not start
+        raise ValueError(f"config {name} is out of range of a Java long, got {value!r}")
+    return number
 
 
 @dataclass(frozen=True)

@@ -125,23 +125,29 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _int_field(obj: Mapping[str, Any], key: str, default: int) -> int:
+def _int_field(obj: Mapping[str, Any], key: str, default: int, bits: int = 32) -> int:
+    """``obj[key]`` as the Java field reads it: an int (``bits=32``) or a long (``bits=64``); ``default``
+    when missing or null. A value that is not an integer, or does not fit the Java type (the
+    NameServer's JSON decoder fails on the overflow), raises :class:`BodyDecodeError`."""
     value = obj.get(key)
     if value is None:
         return default
-    if _is_int(value):
-        return int(value)
-    raise BodyDecodeError(f"{key} is not an integer")
+    if not _is_int(value):
+        raise BodyDecodeError(f"{key} is not an integer")
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise BodyDecodeError(f"{key} is out of range of a Java {'int' if bits == 32 else 'long'}")
+    return int(value)
 
 
 def decode_data_version(obj: object) -> DataVersion:
-    """Decode a DataVersion JSON object; missing fields are 0 (Java's defaults for a parsed object)."""
+    """Decode a DataVersion JSON object; missing fields are 0 (Java's defaults for a parsed object).
+    Its fields are Java longs: a value beyond a long's range raises :class:`BodyDecodeError`."""
     if not isinstance(obj, Mapping):
         raise BodyDecodeError("dataVersion is not an object")
     return DataVersion(
-        state_version=_int_field(obj, "stateVersion", 0),
-        timestamp=_int_field(obj, "timestamp", 0),
-        counter=_int_field(obj, "counter", 0),
+        state_version=_int_field(obj, "stateVersion", 0, bits=64),
+        timestamp=_int_field(obj, "timestamp", 0, bits=64),
+        counter=_int_field(obj, "counter", 0, bits=64),
     )
 
 
@@ -251,9 +257,12 @@ def _decode_compressed_topic(line: bytes) -> TopicConfig:
         raise BodyDecodeError("compressed topic entry has too few fields")
     name, read, write, perm, filter_type = parts[:5]
     try:
-        return TopicConfig(name, int(read), int(write), int(perm), 0, False, filter_type)
+        numbers = (int(read), int(write), int(perm))
     except ValueError as exc:
         raise BodyDecodeError("compressed topic entry has a non-integer field") from exc
+    if not all(-(1 << 31) <= n < 1 << 31 for n in numbers):  # Integer.parseInt fails beyond an int
+        raise BodyDecodeError("compressed topic entry has a field out of range of a Java int")
+    return TopicConfig(name, *numbers, 0, False, filter_type)
 
 
 def _decode_compressed(raw: bytes, version: int) -> RegisterBody:

@@ -9,12 +9,22 @@ parser, its decoded form for ``silver.topic_configs``) or a :class:`Rejected` on
 ``crc_mismatch``, ``quality:<rule>`` (a row-level data-quality rule) and the reader's own
 ``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``unreadable_file``.
 
+Whatever is accepted fits the columns it goes to (integers in their Arrow type's range, strings
+encodable as UTF-8) and is something the reference model (:mod:`nsreplay.model`) can replay: a value
+either of them cannot take is quarantined here, never left to fail the run later. Where the model
+itself validates a value (integer headers, a start record's version and config), its own functions
+decide and its own words are the detail: ``wrong_type`` for a header number out of Java's range or a
+start record the model refuses, ``undecodable_body`` for a register body the NameServer could not
+decode (numbers beyond Java's int/long) or whose text cannot be stored (a lone surrogate). A request's
+empty ``body_b64`` is zero bytes on the wire, which Java reads as no body: it is taken as no body.
+
 Each line is parsed once; each distinct register body is decoded once per :class:`ParserMemory`
 (one per Python worker process and configuration, shared by the parsers of the Spark partitions it
 runs) and reported as new once per parser (a parser lives for one partition). Identity:
 
-* ``body_id`` — content hash of how the body is decoded (raw bytes + compressed/legacy flags, or the
-  canonical JSON of a ``body`` object). Equal ids mean equal decoded bodies.
+* ``body_id`` — content hash of how the body is decoded (raw bytes + compressed/legacy flags, and for
+  compressed bytes whether the version is 413 or more, or the canonical JSON of a ``body`` object).
+  Equal ids mean equal decoded bodies.
 * ``record_id`` — content hash of the whole record with the body replaced by its canonical hash, so
   two records equal in every field (key order aside) share it: that is the duplicate rule.
 """
@@ -30,7 +40,13 @@ from typing import Any, Callable, Generic, Hashable, Mapping, TypeVar
 
 import orjson
 
+from nsreplay.model.namesrv import profile_for_version
+from nsreplay.model.render import parse_fastjson
+from nsreplay.model.requests import Rejected as ModelRejected
+from nsreplay.model.requests import optional_integer_header
+from nsreplay.model.tables import NamesrvConfig
 from nsreplay.protocol.register_body import (
+    STATIC_MAPPING_VERSION,
     BodyDecodeError,
     RegisterBody,
     body_crc32,
@@ -58,8 +74,10 @@ REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
     327: ("brokerName",),
     904: ("brokerAddr", "clusterName"),
 }
-# Header fields that must parse as Java integers when present.
-INTEGER_HEADER = ("brokerId", "bodyCrc32", "heartbeatTimeoutMillis")
+# Header fields that must parse as Java integers when present, with their width in bits (brokerId and
+# heartbeatTimeoutMillis are longs, bodyCrc32 an int: the model's RegisterHeader reads them so).
+INTEGER_HEADER: Mapping[str, int] = {"brokerId": 64, "bodyCrc32": 32, "heartbeatTimeoutMillis": 64}
+_MAX_DETAIL = 200  # characters of a model's message kept in a quarantine detail
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")  # as Long.parseLong: no trailing newline either (`$` would allow one)
 _MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
 INT32 = (-(2**31), 2**31 - 1)
@@ -165,6 +183,45 @@ def _b64(text: str, what: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise _Reject("undecodable_body", f"{what} is not valid base64") from exc
+
+
+def _check_integer_header(ext: Mapping[str, str], key: str, bits: int) -> None:
+    """Reject a header number the model (as Java's ``Long.parseLong`` / ``Integer.parseInt``) refuses:
+    ``wrong_type`` with the model's own words (syntax is checked before, with the ingest's message)."""
+    try:
+        optional_integer_header(ext, key, bits)
+    except ModelRejected as exc:
+        raise _Reject("wrong_type", str(exc)[:_MAX_DETAIL]) from exc
+
+
+def start_record_problem(rocketmq_version: str, config: Mapping[str, str]) -> str | None:
+    """Why the model cannot (re)start a NameServer from this start record (the ``rocketmq_version`` and
+    the config as the ingest stores them, string values), or ``None`` when it can. The model's own
+    checks decide (:func:`nsreplay.model.profile_for_version`, :meth:`NamesrvConfig.from_mapping`), so
+    a start record the ingest accepts never stops the replay."""
+    try:
+        profile_for_version(rocketmq_version)
+        NamesrvConfig.from_mapping(config)
+    except ValueError as exc:
+        return str(exc)[:_MAX_DETAIL]
+    return None
+
+
+def _unstorable_text(body: RegisterBody) -> str | None:
+    """Why a decoded register body's text cannot be stored, or ``None``: every string of it that goes
+    to a column (topic names and keys, filter types, filter servers) must encode as UTF-8, which a lone
+    surrogate (a ``\\ud800`` escape in raw JSON, read by Python's json module) does not."""
+    texts: list[tuple[str, str]] = [("topic name", c.topic_name) for c in body.topic_configs]
+    texts += [("topic filter type", c.topic_filter_type) for c in body.topic_configs]
+    texts += [("topic key", k) for k in body.topic_keys or ()]
+    texts += [("filter server", f) for f in body.filter_server_list]
+    for what, text in texts:
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{what} {ascii(text[:60])} holds a lone surrogate (not valid UTF-8 text)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -413,11 +470,12 @@ class LineParser:
         return ParsedLine(self._verdict(obj), *learned)
 
     def _verdict(self, obj: dict[str, Any]) -> Accepted | Rejected:
-        namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
-        ts = obj.get("ts") if _is_int(obj.get("ts")) else None
         try:
             return self._record(obj)
         except _Reject as exc:
+            # what of the line's namesrv and ts the quarantine columns can hold (ts is a long)
+            namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
+            ts = obj.get("ts") if _IS_INT64(obj.get("ts")) else None
             return Rejected(exc.reason, exc.detail, namesrv, ts)
 
     # -- records -----------------------------------------------------------------------------------
@@ -465,6 +523,8 @@ class LineParser:
             identity["body"] = self._body_digest(body, "identity", lambda canonical: (canonical,))
         if code == REGISTER_BROKER:
             return self._register_body(event, ext, body, body_b64)
+        if body_b64 == "":  # zero bytes are no body (Java reads them as null); being raw, they overrule `body`
+            body = body_b64 = None
         self._small_body(event, code, body, body_b64)
         return None
 
@@ -484,9 +544,11 @@ class LineParser:
             raise _Reject("unknown_code", f"request code {code} is not a NameServer request code")
         for key in REQUIRED_HEADER.get(code, ()):
             _require(ext, key, _is_str, "a string", "extFields.")
-        for key in INTEGER_HEADER:
-            if key in ext and not _JAVA_INT.match(ext[key]):
-                raise _Reject("wrong_type", f"extFields.{key} must be an integer string, got {ext[key][:40]!r}")
+        for key, bits in INTEGER_HEADER.items():
+            if key in ext:
+                if not _JAVA_INT.match(ext[key]):
+                    raise _Reject("wrong_type", f"extFields.{key} must be an integer string, got {ext[key][:40]!r}")
+                _check_integer_header(ext, key, bits)
         if seen is not None:
             if len(self._valid_headers) >= _MAX_VALID_HEADERS:
                 self._valid_headers.clear()
@@ -515,35 +577,44 @@ class LineParser:
         event["remote"] = _require(obj, "remote", _is_str, "a string")
 
     def _start(self, obj: dict[str, Any], event: dict[str, Any]) -> None:
-        event["rocketmq_version"] = _require(obj, "rocketmq_version", _is_str, "a string")
+        """A start record, kept only when the model can start from it as stored (see
+        :func:`start_record_problem`): ``wrong_type`` otherwise."""
+        version = event["rocketmq_version"] = _require(obj, "rocketmq_version", _is_str, "a string")
         config = _optional(obj, "config", _is_obj, "an object") or {}
         event["config"] = {str(k): _config_text(v) for k, v in config.items() if v is not None}
+        problem = start_record_problem(version, event["config"])
+        if problem is not None:
+            raise _Reject("wrong_type", f"namesrv_start: {problem}")
 
     # -- bodies ------------------------------------------------------------------------------------
 
     def _small_body(self, event: dict[str, Any], code: int, body: object, body_b64: str | None) -> None:
-        """Bodies other than RegisterBrokerBody: kept as compact JSON (or base64) after a shape check."""
+        """Bodies other than RegisterBrokerBody: kept as compact JSON (or base64) after a shape check.
+        Raw JSON bodies are read as the model reads them (either JSON shape: fastjson writes bare
+        integer map keys). A REGISTER_TOPIC without a body, or whose ``queueDatas`` is null, changes
+        nothing on the NameServer (it answers SUCCESS) and is accepted as such."""
         parsed: object = body
         if body_b64 is not None:
             raw = _b64(body_b64, "body_b64")
             event["body_b64"] = body_b64
             if code in (QUERY_DATA_VERSION, REGISTER_TOPIC):
                 try:
-                    parsed = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
+                    parsed = parse_fastjson(raw)
+                except ValueError as exc:
                     raise _Reject("undecodable_body", "body_b64 is not JSON") from exc
         if parsed is None:
-            if code == REGISTER_TOPIC:
-                raise _Reject("missing_field", "body is missing (REGISTER_TOPIC carries a TopicRouteData)")
             return
         if code == QUERY_DATA_VERSION:
             try:
                 decode_data_version(parsed)
             except BodyDecodeError as exc:
                 raise _Reject("undecodable_body", f"DataVersion: {exc}") from exc
-        if code == REGISTER_TOPIC and not (isinstance(parsed, dict) and isinstance(parsed.get("queueDatas", []), list)):
+        if code == REGISTER_TOPIC and not (isinstance(parsed, dict) and isinstance(parsed.get("queueDatas") or [], list)):
             raise _Reject("undecodable_body", "REGISTER_TOPIC body is not a TopicRouteData")
-        event["body"] = _canonical(parsed).decode("utf-8")
+        try:
+            event["body"] = _canonical(parsed).decode("utf-8")
+        except orjson.JSONEncodeError as exc:  # a lone surrogate or an integer beyond 64 bits
+            raise _Reject("undecodable_body", f"the body cannot be stored as JSON text: {exc}") from exc
 
     def _register_body(self, event: dict[str, Any], ext: Mapping[str, str], body: object, body_b64: str | None) -> DecodedBody | None:
         version = event["version"]
@@ -553,11 +624,15 @@ class LineParser:
             crc = int(ext.get("bodyCrc32", "0"))
             if crc != 0 and crc != known_raw.crc:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
+            if not raw:  # zero bytes are no body (Java reads them as null), checked against the CRC as above
+                return None
             compressed = ext.get("compressed", "").lower() == "true"  # Boolean.parseBoolean, as the NameServer reads it
             encoding = "compressed" if compressed else ("legacy_wrapper" if version < 37 else "json")
-            body_id = known_raw.ids.get(encoding)
+            # the same compressed bytes decode differently from version 413 on (the mapping section)
+            form = "compressed@413" if compressed and version >= STATIC_MAPPING_VERSION else encoding
+            body_id = known_raw.ids.get(form)
             if body_id is None:
-                body_id = known_raw.ids[encoding] = _digest(b"raw", encoding.encode(), raw)
+                body_id = known_raw.ids[form] = _digest(b"raw", form.encode(), raw)
             return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_register_body(raw, compressed=compressed, version=version), len(raw)))
         if body is None:
             return None
@@ -572,8 +647,11 @@ class LineParser:
         if known is None:
             try:
                 known = decode()
-                problem = self._body_rule(known.body) if self._body_rule else None
-                if problem:
+                unstorable = _unstorable_text(known.body)
+                problem = self._body_rule(known.body) if self._body_rule and unstorable is None else None
+                if unstorable is not None:
+                    known = _Reject("undecodable_body", unstorable)
+                elif problem:
                     known = _Reject(f"quality:{problem}", f"register body breaks rule {problem}")
             except BodyDecodeError as exc:
                 known = _Reject("undecodable_body", str(exc))
