@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from line_parsers import BODY, LIMITS, parser
 
 from nsreplay.model import records as R
 from nsreplay.model.namesrv import NameServer
@@ -29,22 +30,16 @@ from nsreplay.protocol.register_body import (
 )
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.ingest.capture_reader import RawLine
-from pipelines.ingest.records import LineParser, ParserLimits
+from pipelines.ingest.records import LineParser
 from pipelines.ingest.transforms import ParseOptions, read_line_row
-from pipelines.quality.rules import event_rules, register_body_problem
+from pipelines.quality.rules import event_rules
 from schemas.silver import READ_LINE
 
-LIMITS = ParserLimits(frozenset({100, 102, 103, 104, 105, 205, 216, 217, 322, 327, 904}), frozenset({"CONNECT", "CLOSE", "IDLE", "EXCEPTION"}))
 OPTIONS = ParseOptions(LIMITS, event_rules(min_ts=0, max_ts=2**62), max_queue_nums=1024, max_perm=15, keep_bytes=1 << 20)
 SCHEMA = to_arrow_schema(READ_LINE)
-BODY = RegisterBody(DataVersion(0, 1732147100000, 3), (TopicConfig("orders", 8, 8, 6, 0),), ())
 TS = 1732147200123
 INT = 2**31
 LONG = 2**63
-
-
-def parser() -> LineParser:
-    return LineParser(LIMITS, lambda b: register_body_problem(b, max_queue_nums=1024, max_perm=15))
 
 
 def rows(*records: dict[str, Any] | str, p: LineParser | None = None) -> list[dict[str, Any]]:

@@ -5,24 +5,15 @@ import json
 
 import pytest
 
+from line_parsers import BODY, parser
 from nsreplay.protocol.register_body import (
-    DataVersion,
-    RegisterBody,
-    TopicConfig,
     body_crc32,
     encode_compressed_register_body,
     encode_json_register_body,
     encode_register_body_bytes,
 )
-from pipelines.ingest.records import Accepted, LineParser, ParserLimits, Rejected
-from pipelines.quality.rules import register_body_problem
+from pipelines.ingest.records import Accepted, LineParser, Rejected
 
-LIMITS = ParserLimits(frozenset({100, 102, 103, 104, 105, 205, 216, 217, 322, 327, 904}), frozenset({"CONNECT", "CLOSE", "IDLE", "EXCEPTION"}))
-BODY = RegisterBody(DataVersion(0, 1732147100000, 3), (TopicConfig("orders", 8, 8, 6, 0),), ())
-
-
-def parser() -> LineParser:
-    return LineParser(LIMITS, lambda b: register_body_problem(b, max_queue_nums=1024, max_perm=15))
 
 
 def register(**overrides) -> dict:
