@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -109,18 +109,23 @@ def new_run_id(prefix: str = "run") -> str:
     return f"{prefix}-{stamp}-{uuid.uuid4().hex[:8]}"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def parse_time(text: str) -> int:
-    """Epoch milliseconds from ISO-8601 (with offset or Z; naive means UTC) or from epoch ms digits."""
+    """Epoch milliseconds from ISO-8601 (with an offset, Z or z; naive means UTC; a fraction of a
+    millisecond is floored) or from epoch ms digits."""
     text = text.strip()
     if text.lstrip("-").isdigit():
         return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))  # RFC 3339 allows "z"
     except ValueError as exc:
         raise UsageError(f"not a time: {text!r} (use ISO-8601 like 2024-11-21T03:12:05Z, or epoch milliseconds)") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
+    # exact integer arithmetic, floored (a sub-millisecond fraction belongs to the millisecond it is in)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def format_ms(ms: int | None) -> str:

@@ -17,6 +17,7 @@ Contract (the OpenAPI document in :mod:`nsreplay.serving.openapi` is the detaile
 from __future__ import annotations
 
 import logging
+import re
 from typing import Awaitable, Callable, Mapping
 
 import orjson
@@ -70,10 +71,17 @@ def _query(request: web.Request, allowed: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+# A "+" written as is in a query string is decoded as a space (form encoding), so
+# "?at=2024-11-21T05:40:00+05:30" arrives as "2024-11-21T05:40:00 05:30". A space followed by
+# hh[:mm] right after a time of day can only be such an offset: read it back as "+hh[:mm]".
+_PLUS_OFFSET = re.compile(r"^(\d{4}-?\d{2}-?\d{2}[Tt ]\d{2}(?::?\d{2}(?::?\d{2}(?:[.,]\d+)?)?)?) (\d{2}(?::?\d{2})?)$")
+
+
 def _time(params: Mapping[str, str], name: str) -> int | None:
     text = params.get(name)
     if text is None:
         return None
+    text = _PLUS_OFFSET.sub(r"\1+\2", text.strip())
     if not text.isascii():
         raise BadRequest(f"{name}: not a time: {text[:100]!r} (ASCII ISO-8601 or epoch milliseconds only)")
     try:

@@ -69,6 +69,27 @@ def test_latest_state_when_at_is_omitted(http, demo_oracle, demo_topics):
         assert (r.status_code, r.content if want.body else None) == ((200, want.body) if want.body else (404, None))
 
 
+def test_time_syntaxes_name_the_same_instant(http, demo_index):
+    """ISO-8601 with Z or z, an offset percent-encoded or typed with a literal '+' (which a query
+    string decodes as a space), a negative offset and epoch milliseconds all select one instant."""
+    cov = demo_index.coverage()[-1]
+    t = cov.from_ts + (cov.to_ts - cov.from_ts) // 2
+    iso = format_ms(t)  # ...T..:..:..mmmZ
+    day, clock = iso[:-1].split("T")
+    from datetime import datetime, timedelta, timezone
+
+    moment = datetime.fromtimestamp(t / 1000, tz=timezone.utc)
+    plus = (moment + timedelta(hours=5, minutes=30)).isoformat(timespec="milliseconds")[:23]
+    minus = (moment - timedelta(hours=3)).isoformat(timespec="milliseconds")[:23]
+    spellings = [str(t), iso, f"{day}T{clock}z", f"{plus}%2B05:30", f"{plus}+05:30", f"{plus}+0530", f"{minus}-03:00"]
+    answers = set()
+    for at in spellings:
+        r = http(f"/v1/topics?namesrv={cov.namesrv}&at={at}")
+        assert r.status_code == 200, (at, r.text)
+        answers.add((r.headers["X-Nsreplay-At"], r.content))
+    assert answers == {(str(t), http(f"/v1/topics?namesrv={cov.namesrv}&at={t}").content)}
+
+
 def test_tables(http, demo_index, demo_instants):
     rnd = random.Random(2)
     for ns, instants in demo_instants.items():
