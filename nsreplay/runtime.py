@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import traceback
 import uuid
@@ -110,13 +111,17 @@ def new_run_id(prefix: str = "run") -> str:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_MS = re.compile(r"-?[0-9]+")  # ASCII digits only: str.isdigit() also takes '²' and '١٢٣'
 
 
 def parse_time(text: str) -> int:
     """Epoch milliseconds from ISO-8601 (with an offset, Z or z; naive means UTC; a fraction of a
-    millisecond is floored) or from epoch ms digits."""
+    millisecond is floored) or from epoch ms (ASCII digits; more than 19 of them name an instant just
+    beyond a Java long, outside any history). Anything else: :class:`UsageError`."""
     text = text.strip()
-    if text.lstrip("-").isdigit():
+    if _EPOCH_MS.fullmatch(text):
+        if len(text.lstrip("-")) > 19:  # beyond any long (and int() refuses over 4,300 digits): just outside one
+            return -(2**63) - 1 if text.startswith("-") else 2**63
         return int(text)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))  # RFC 3339 allows "z"

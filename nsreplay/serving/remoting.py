@@ -343,7 +343,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         if not -(2**31) <= obj[key] < 2**31:
             raise EncodeError(f"{key} {obj[key]} does not fit 32 bits")
     return json.dumps({k: v for k, v in obj.items() if v is not None}, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8")
+                      separators=(",", ":")).encode("utf-8", "replace")  # like Java: a lone surrogate -> '?'
 
 
 def _language_byte(language: str) -> int:
@@ -360,11 +360,11 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
     except struct.error as exc:
         raise EncodeError(f"binary header fields out of range: {exc}") from None
     parts = [fixed]
-    remark = (cmd.remark or "").encode("utf-8")
+    remark = (cmd.remark or "").encode("utf-8", "replace")
     parts += [_I32.pack(len(remark)), remark]
     ext = bytearray()
     for key, value in (cmd.ext_fields or {}).items():
-        k, v = key.encode("utf-8"), value.encode("utf-8")
+        k, v = key.encode("utf-8", "replace"), value.encode("utf-8", "replace")
         if len(k) > 0x7FFF:
             raise EncodeError(f"extField key of {len(k)} bytes does not fit int16")
         ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v

@@ -6,7 +6,8 @@ and answers, for one NameServer ``namesrv``, what it would have answered at one 
 * the instant is the request's extField ``asOf`` (ISO-8601 or epoch ms) when present and non-empty,
   else the server's ``as_of``, else (``None``) the latest published state;
 * GET_ROUTEINFO_BY_TOPIC (105, extField ``topic``) → SUCCESS with the TopicRouteData (standard JSON for
-  request version ≥ 401, legacy shape below), or TOPIC_NOT_EXIST (17) with the NameServer's remark;
+  request version ≥ 401 or extField ``acceptStandardJsonOnly`` ``true``, legacy shape otherwise), or
+  TOPIC_NOT_EXIST (17) with the NameServer's remark;
 * GET_BROKER_CLUSTER_INFO (106) and GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) → SUCCESS with the body;
 * every other request code → REQUEST_CODE_NOT_SUPPORTED (3), remark naming the code and what is served;
 * SYSTEM_ERROR (1) when the question cannot be answered: a bad ``asOf`` (remark ``bad asOf: …``), an
@@ -20,7 +21,8 @@ carries :data:`RESPONSE_VERSION` and language ``JAVA`` as the NameServer's would
 
 Connections are independent asyncio tasks; requests on one connection are answered in order. A frame
 that cannot be decoded (:class:`~nsreplay.serving.remoting.FrameError`: bad or oversized length,
-malformed header) closes that connection only, as does :data:`IDLE_TIMEOUT_S` without a byte.
+malformed header) closes that connection only, as does :data:`IDLE_TIMEOUT_S` without a byte, or
+with an answer the peer does not read (unsent answers are dropped).
 Nothing a client sends reaches the source except the three questions: the endpoint cannot change state.
 
 ``get_source()`` is called once per request, so a newer publish swapped in by the caller is used from
@@ -41,6 +43,7 @@ from typing import Any, Callable, Coroutine, TypeVar
 
 from nsreplay.history import OutsideCoverageError
 from nsreplay.model import Answer, ResponseCode
+from nsreplay.model.render import STANDARD_JSON_MIN_VERSION
 from nsreplay.runtime import UsageError, parse_time
 from nsreplay.serving.remoting import (
     EncodeError,
@@ -106,7 +109,11 @@ def answer_request(request: RemotingCommand, source: RouteSource, *, namesrv: st
             topic = request.ext("topic")
             if topic is None:
                 return _error(request, ResponseCode.SYSTEM_ERROR, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'")
-            answer: Answer = source.route(namesrv, topic, t, request_version=request.version)
+            # extField acceptStandardJsonOnly "true" (Boolean.parseBoolean: any case) asks for standard
+            # JSON whatever the version, in 4.9.4 as in 5.x
+            standard_only = (request.ext("acceptStandardJsonOnly") or "").lower() == "true"
+            asked = max(request.version, STANDARD_JSON_MIN_VERSION) if standard_only else request.version
+            answer: Answer = source.route(namesrv, topic, t, request_version=asked)
         elif request.code == GET_BROKER_CLUSTER_INFO:
             answer = source.cluster(namesrv, t, request_version=request.version)
         else:
@@ -157,13 +164,15 @@ async def start_remoting_server(
                 response = answer_request(request, get_source(), namesrv=namesrv, as_of=as_of)
                 if response is not None:
                     writer.write(_encode_response(request, response))
-                    await writer.drain()
+                    # a peer that stops reading must not hold the connection forever (Netty's all-idle)
+                    await asyncio.wait_for(writer.drain(), IDLE_TIMEOUT_S)
         except FrameError as exc:
             log.info("remoting: closing %s: %s: %s", peer, type(exc).__name__, exc)
         except asyncio.IncompleteReadError:
             log.info("remoting: %s closed inside a frame", peer)
         except (asyncio.TimeoutError, TimeoutError):
             log.info("remoting: closing %s: idle for %.0f s", peer, IDLE_TIMEOUT_S)
+            writer.transport.abort()  # answers a non-reading peer left unsent would keep it open
         except (ConnectionError, OSError) as exc:
             log.info("remoting: %s: %s", peer, exc)
         except asyncio.CancelledError:
