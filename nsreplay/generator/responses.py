@@ -94,7 +94,8 @@ ROUTE_QUERY = 105
 SUCCESS = 0
 TOPIC_NOT_EXIST = 17
 STANDARD_JSON_MIN_VERSION = 401
-FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
+FAQ_URL = "http://rocketmq.apache.org/docs/faq/"  # 4.9.4's FAQUrl.APPLY_TOPIC_URL
+FAQ_URL_5 = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # 5.x's
 
 SKIP_REASONS = (
     "namesrv_restart",
@@ -125,9 +126,9 @@ def window_ms(scan_ms: int) -> int:
     return 130_000 + scan_ms
 
 
-def not_exist_remark(topic: str) -> str:
-    """The TOPIC_NOT_EXIST remark (spec §7)."""
-    return f"No topic route info in name server for the topic: {topic}\nSee {FAQ_URL} for further details."
+def not_exist_remark(topic: str, five: bool = False) -> str:
+    """The TOPIC_NOT_EXIST remark (spec §7) of a 4.9 or (``five``) a 5.x NameServer."""
+    return f"No topic route info in name server for the topic: {topic}\nSee {FAQ_URL_5 if five else FAQ_URL} for further details."
 
 
 def _truthy(value: object) -> bool:
@@ -738,9 +739,9 @@ class _NsView:
         named = sorted(holders, key=lambda g: world.groups[g].name) if holders else []
         with_data = [g for g in named if g in self.addrs]
         if not with_data:
-            key: tuple[Any, ...] = ("17", topic)
+            key: tuple[Any, ...] = ("17", self.v5, topic)
             return TOPIC_NOT_EXIST, self.p.answer_tail(
-                key, lambda: b'"remark":' + orjson.dumps(not_exist_remark(topic)) + b"}\n")
+                key, lambda: b'"remark":' + orjson.dumps(not_exist_remark(topic, self.v5)) + b"}\n")
         broker_datas = []
         for g in with_data:
             grp = world.groups[g]

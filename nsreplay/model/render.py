@@ -28,7 +28,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Mapping
 
-from nsreplay.model.tables import PROFILE_5, BrokerData, QueueData, ResponseCode, Snapshot
+from nsreplay.model.tables import PROFILE_49, PROFILE_5, BrokerData, QueueData, ResponseCode, Snapshot
 
 __all__ = [
     "Answer",
@@ -51,7 +51,8 @@ __all__ = [
 # never the live table (it changes every heartbeat) nor the cluster table.
 ROUTE_TABLES = ("topicQueueTable", "brokerAddrTable", "filterServerTable", "orderTopicConf")
 STANDARD_JSON_MIN_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
-APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
+APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"  # FAQUrl.APPLY_TOPIC_URL of 4.9.4 (through 4.9.8)
+APPLY_TOPIC_URL_5 = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # 5.x: FAQUrl.DEFAULT_FAQ_URL
 PERM_WRITE = 2
 MASTER_ID = 0
 
@@ -71,9 +72,11 @@ class Answer:
         return None if self.body is None else parse_fastjson(self.body)
 
 
-def topic_not_exist_remark(topic: str) -> str:
-    """The remark of TOPIC_NOT_EXIST: the message plus ``FAQUrl.suggestTodo(APPLY_TOPIC_URL)``."""
-    return f"No topic route info in name server for the topic: {topic}\nSee {APPLY_TOPIC_URL} for further details."
+def topic_not_exist_remark(topic: str, profile: str = PROFILE_49) -> str:
+    """The remark of TOPIC_NOT_EXIST: the message plus ``FAQUrl.suggestTodo(APPLY_TOPIC_URL)``, whose
+    link differs between the profiles."""
+    url = APPLY_TOPIC_URL_5 if profile == PROFILE_5 else APPLY_TOPIC_URL
+    return f"No topic route info in name server for the topic: {topic}\nSee {url} for further details."
 
 
 def _snapshot_of(state: object) -> Snapshot:
@@ -113,7 +116,7 @@ def route_info(state: object, topic: str, *, request_version: int, shape: Shape 
     ``request_version`` >= 401, legacy otherwise, unless ``shape`` says), or TOPIC_NOT_EXIST."""
     data = route_data(state, topic)
     if data is None:
-        return Answer(ResponseCode.TOPIC_NOT_EXIST, None, topic_not_exist_remark(topic))
+        return Answer(ResponseCode.TOPIC_NOT_EXIST, None, topic_not_exist_remark(topic, _snapshot_of(state).profile))
     legacy = request_version < STANDARD_JSON_MIN_VERSION if shape == "auto" else shape == "legacy"
     return Answer(ResponseCode.SUCCESS, to_fastjson(data, legacy=legacy).encode("utf-8"), None)
 

@@ -24,7 +24,7 @@ from nsreplay.generator.world import build_world
 Record = dict[str, Any]
 
 REMARK = re.compile(r"No topic route info in name server for the topic: (.+)\n"
-                    r"See http://rocketmq\.apache\.org/docs/faq/ for further details\.")
+                    r"See (?:http://rocketmq\.apache\.org/docs/faq/|https://rocketmq\.apache\.org/docs/bestPractice/06FAQ) for further details\.")
 QUIET = {
     "crashes": 0, "graceful_shutdowns": 0, "promotions": 0, "namesrv_restarts": 0, "partitions": 0,
     "topic_creates": 0, "topic_updates": 0, "topic_deletes": 0, "perm_wipes": 0, "kv_puts": 0, "kv_deletes": 0,
@@ -118,16 +118,19 @@ def test_answer_shape_follows_the_request_version(quiet):
 
 
 def test_topic_not_exist_remark(tiny_records, quiet):
-    seen = 0
+    seen = Counter()
     for records in (tiny_records, quiet[2]):
+        five = {r["namesrv"]: r["rocketmq_version"].startswith("5.") for r in records if r["kind"] == "namesrv_start"}
         for req, resp in _pairs(records):
             if resp["code"] == 17:
-                seen += 1
-                assert resp["remark"] == not_exist_remark(req["extFields"]["topic"])
+                seen[five[resp["namesrv"]]] += 1
+                assert resp["remark"] == not_exist_remark(req["extFields"]["topic"], five[resp["namesrv"]])
                 assert REMARK.fullmatch(resp["remark"]).group(1) == req["extFields"]["topic"]
-    assert seen > 0
+    assert seen[True] > 0 and seen[False] > 0, seen
     assert not_exist_remark("t") == ("No topic route info in name server for the topic: t\n"
                                      "See http://rocketmq.apache.org/docs/faq/ for further details.")
+    assert not_exist_remark("t", five=True) == ("No topic route info in name server for the topic: t\n"
+                                                "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
 
 
 def test_manifest_counts_the_answers(tiny_records, tiny_manifest, quiet):

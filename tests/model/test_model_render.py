@@ -71,12 +71,18 @@ def test_5x_zone_name_is_rendered_when_set() -> None:
 
 
 def test_topic_not_exist_remark() -> None:
-    answer = route_info(example(), "missing", request_version=479)
-    assert answer == Answer(
+    """FAQUrl.suggestTodo(APPLY_TOPIC_URL): 4.9.4 links the old FAQ page, 5.x its DEFAULT_FAQ_URL."""
+    assert route_info(example("rocketmq-4.9"), "missing", request_version=401) == Answer(
         ResponseCode.TOPIC_NOT_EXIST,
         None,
         "No topic route info in name server for the topic: missing\n"
         "See http://rocketmq.apache.org/docs/faq/ for further details.",
+    )
+    assert route_info(example(), "missing", request_version=479) == Answer(
+        ResponseCode.TOPIC_NOT_EXIST,
+        None,
+        "No topic route info in name server for the topic: missing\n"
+        "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.",
     )
 
 

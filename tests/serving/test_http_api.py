@@ -52,7 +52,7 @@ def test_route_cluster_topics_match_the_oracle(http, demo_oracle, demo_instants,
                     assert r.status_code == 200 and r.content == want.body, (ns, t, topic)
                     assert same_answer(r.content, want.body)
                 else:
-                    assert r.status_code == 404 and r.json() == {"code": 17, "remark": topic_not_exist_remark(topic)}, (ns, t, topic)
+                    assert r.status_code == 404 and r.json() == {"code": 17, "remark": topic_not_exist_remark(topic, snap.profile)}, (ns, t, topic)
             r = http("/v1/cluster", params={"namesrv": ns, "at": at})
             assert r.status_code == 200 and r.content == cluster_info(snap, shape="standard").body
             assert r.json() == json.loads(cluster_info(snap, shape="standard").body)

@@ -53,7 +53,7 @@ def test_http_and_remoting_answers_equal_the_model(demo_published, model_ticks, 
                         if want.code == ResponseCode.SUCCESS:
                             assert r.status_code == 200 and same_answer(r.content, want.body), (ns, state.tick, topic)
                         else:
-                            assert r.status_code == 404 and r.json() == {"code": 17, "remark": topic_not_exist_remark(topic)}
+                            assert r.status_code == 404 and r.json() == {"code": 17, "remark": topic_not_exist_remark(topic, state.snapshot.profile)}
                         if ns == namesrv:  # the remoting endpoint answers for one NameServer
                             legacy = route_info(state.snapshot, topic, request_version=121)
                             got = answer_of(remoting.route(topic, as_of=state.tick, version=121))
