@@ -100,7 +100,7 @@ class PublishedHistory:
 
 
 def _epoch_at(epochs: Iterable[dict[str, Any]], t: int) -> dict[str, Any]:
-    candidates = [e for e in epochs if e["start_ts"] <= t]
+    candidates = [e for e in epochs if e["start_ts"] <= t < e["end_ts"]] or [e for e in epochs if e["start_ts"] <= t]
     return max(candidates, key=lambda e: e["start_ts"]) if candidates else min(epochs, key=lambda e: e["start_ts"])
 
 

@@ -92,7 +92,7 @@ class IngestResult:
         windows = len({(s.window_from, s.window_to) for s in self.stale})
         return (
             f"late data: {windows} published window(s) between {first} and {last} are stale (gold.stale_windows); "
-            f"re-run them in order: nsreplay backfill --warehouse <dir> --from {first} --to {last}"
+            f"re-run them and every window after them, in order: nsreplay backfill --warehouse <dir> --from {first}"
         )
 
     def summary(self) -> str:

@@ -55,7 +55,7 @@ from pipelines.replay.transforms import (
     with_states,
     with_units,
 )
-from pipelines.replay.stale import backfill_windows
+from pipelines.replay.stale import _published_windows, backfill_windows
 from pipelines.replay.units import BASE_UNIT, UnitFacts, UnitMap, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window
 from schemas.gold import (
@@ -182,6 +182,22 @@ def resolve_start(after: int | None, origins: Mapping[str, int], ends: Mapping[i
     return None
 
 
+def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_id: str) -> None:
+    """Put back the published version of every gold table another run wrote since without publishing
+    (its quality check failed, or it was killed). This run replaces only its own slice, and its publish
+    names whole table versions, so it would otherwise publish that run's rows too. This run's own
+    earlier writes (a retry of the same run id) are kept: its repeated writes are skipped."""
+    if published is None:
+        return
+    for spec in REPLAY_TABLES:
+        version = published.versions.get(spec.name)
+        if version is None or warehouse.version(spec) == version:
+            continue
+        if all(c["run_id"] == run_id for c in warehouse.history(spec) if c["version"] > version):
+            continue
+        warehouse.overwrite(spec, warehouse.read(spec, version=version), CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
+
+
 # ---------------------------------------------------------------------------------- stage 1: replay
 
 
@@ -213,6 +229,7 @@ def replay_window(
         raise NothingToReplayError(f"no record at or before {until}")
 
     published = latest_publish(warehouse)
+    _discard_unpublished(warehouse, published, run_id)
     covered_to = {ns: to for ns, (_, to, _) in (published.coverage.items() if published else [])}
     latest = not covered_to or until >= max(covered_to.values())
     states = _published_states(warehouse, published)
@@ -254,7 +271,9 @@ def replay_window(
     # Epochs of every NameServer over the whole covered range (start records are few).
     end_of_range = {ns: max(until, covered_to.get(ns, until)) for ns in origins}
     starts: dict[str, list] = {}
-    for r in all_events.where(F.col("kind") == "namesrv_start").select("namesrv", "ts", "rocketmq_version", "config").collect():
+    # in the NameServer's processing order (ranked_events): of two starts at one ts, the later one runs on
+    ordered = all_events.where(F.col("kind") == "namesrv_start").orderBy("ts", F.col("seq").isNull(), "seq", "source_file", "line_no")
+    for r in ordered.select("namesrv", "ts", "rocketmq_version", "config").collect():
         starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
@@ -305,6 +324,9 @@ def replay_window(
         counts = {name: rows for name, rows, _ in written}
         versions = {name: version for name, _, version in written}
         coverage = {ns: (origins[ns], end_of_range[ns], next(e.profile for e in reversed(grid) if e.namesrv == ns)) for ns in origins}
+        # A NameServer whose first record is after this window (a re-run of an earlier window) is not
+        # replayed here and none of its rows change: it stays covered as published.
+        coverage = {**(published.coverage if published else {}), **coverage}
         checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name]).where(F.expr(window.instant("ts"))).groupBy("match").count().collect()
         fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
         units = sum(len(m.units()) for m in maps.values())
@@ -316,7 +338,8 @@ def replay_window(
             "replayed_from_start": sorted(from_start),
             "latest": latest,
         }
-        window_from_value = after if after is not None else min(origins.values())
+        # (window_from, window_to] holds every record replayed: a run from the first record starts just before it
+        window_from_value = after if after is not None else min(origins.values()) - 1
         run_row = local_frame(
             spark,
             [(run_id, int(time.time() * 1000), window_from_value, until, [(ns, f, t, p) for ns, (f, t, p) in sorted(coverage.items())],
@@ -434,7 +457,13 @@ def run_backfill(
     end: int | None = None,
 ) -> list[ReplayResult]:
     """Re-run every window of ``(start, end]`` in order (each replayed, checked and published), cut
-    where the published windows were cut; ``end`` defaults to the end of the published coverage."""
+    where the published windows were cut; ``end`` defaults to the end of the published coverage.
+    ``start`` equal to the start of the earliest published window that no window ends at (a run
+    from the first record publishes the first record's ts as its start) means ``None``: the
+    stale-window listings print that start."""
+    windows = _published_windows(warehouse)
+    if start is not None and windows and start == min(w[0] for w in windows) and all(w[1] != start for w in windows):
+        start = None
     if end is None:
         published = latest_publish(warehouse)
         if published is None:

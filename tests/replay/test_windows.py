@@ -27,7 +27,7 @@ from nsreplay.generator import generate
 from nsreplay.history import PublishedHistory
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
-from pipelines.replay.run import MissingPredecessorError, latest_publish, run_backfill, run_replay
+from pipelines.replay.run import MissingPredecessorError, latest_publish, replay_window, run_backfill, run_replay
 from pipelines.replay.stale import open_stale
 from published import clean_preset
 from schemas.gold import REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES
@@ -176,6 +176,59 @@ def test_late_file_is_detected_and_backfill_repairs_the_history(spark, capture, 
     assert [(r.resumed_from, r.window_to) for r in results] == [(windows[0], windows[1]), (windows[1], windows[2])]
     assert open_stale(warehouse) == []
     assert_same_history(full, warehouse)
+
+
+def published_tables(warehouse: Warehouse) -> dict[str, DataFrame]:
+    versions = latest_publish(warehouse).versions
+    return {spec.name: plain(warehouse.read(spec, version=versions[spec.name])) for spec in HISTORY}
+
+
+def test_an_unpublished_replay_is_not_published_by_the_next_run(spark, capture, cuts, tmp_path) -> None:
+    """A run that wrote gold rows but never published them (quality failed, or killed) must not become
+    visible when another window publishes: its writes are put back to the published versions first."""
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    late.mkdir()
+    assert _split_capture(capture, early, late, cuts["restart"]) > 0
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(early), "early-ingest")
+    replay_windows(spark, warehouse, [cuts["restart"], cuts["inside_expiry"], cuts["end"]], "w")
+    before = published_tables(warehouse)
+    run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")  # records after cuts["restart"]
+    # the replay stage alone of the second window, which holds late records: written, never published
+    replay_window(spark, warehouse, load_settings(), "unpublished", window_from=cuts["restart"], window_to=cuts["inside_expiry"])
+    # the first window again (it holds no late record): replayed, checked and published
+    run_replay(spark, warehouse, load_settings(), "first-again", window_to=cuts["restart"])
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_rerunning_an_earlier_window_keeps_a_namesrv_that_starts_after_it(spark, capture, cuts, tmp_path) -> None:
+    """A NameServer whose first record is after a window takes no part in that window's replay; a
+    re-run of the window keeps it published as it was (its coverage and its rows)."""
+    import json
+
+    later = "10.0.0.11:9876"
+    shifted = tmp_path / "shifted"
+    shifted.mkdir()
+    for path in sorted(capture.glob("*.jsonl.gz")):
+        kept = []
+        for line in gzip.decompress(path.read_bytes()).splitlines(keepends=True):
+            record = json.loads(line)
+            if not (record.get("namesrv") == later and record["ts"] <= cuts["restart"]):
+                kept.append(line)
+        (shifted / path.name).write_bytes(gzip.compress(b"".join(kept)))
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(shifted), "shifted-ingest")
+    replay_windows(spark, warehouse, [cuts["restart"], cuts["end"]], "w")
+    coverage, before = latest_publish(warehouse).coverage, published_tables(warehouse)
+    assert coverage[later][0] > cuts["restart"]
+    run_replay(spark, warehouse, load_settings(), "first-again", window_to=cuts["restart"])
+    assert latest_publish(warehouse).coverage == coverage
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
 
 
 def test_a_killed_run_leaves_the_published_state_untouched(spark, full, irregular, cuts, capture) -> None:
