@@ -7,8 +7,10 @@ name starts with ``_`` (manifests, markers) are skipped in directories.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -44,9 +46,13 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
         return _list_remote(spec)
     spec = _local(spec)
     if os.path.isdir(spec):
+        # A directory os.walk cannot list is kept as a path of its own: reading it fails, so its
+        # unreadable_file line says what was not read instead of the files inside vanishing.
+        unlisted: list[str] = []
         paths = [
-            os.path.join(d, n) for d, _, names in os.walk(spec) for n in names if _wanted(n)
+            os.path.join(d, n) for d, _, names in os.walk(spec, onerror=lambda e: unlisted.append(e.filename)) for n in names if _wanted(n)
         ]
+        paths += unlisted
     elif os.path.isfile(spec):
         paths = [spec]
     else:
@@ -55,7 +61,11 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     files = []
     for p in sorted(os.path.abspath(p) for p in paths):
-        st = os.stat(p)
+        try:
+            st = os.stat(p)
+        except OSError:  # a dangling symlink or a symlink loop: read as an unreadable_file line
+            files.append(CaptureFile(p, 0, 0))
+            continue
         files.append(CaptureFile(p, st.st_size, int(st.st_mtime * 1000)))
     return files
 
@@ -87,4 +97,10 @@ def open_capture(path: str) -> BinaryIO:
 
         fs, inner = pafs.FileSystem.from_uri(path)
         return fs.open_input_stream(inner, compression=None)  # type: ignore[return-value]
-    return open(_local(path), "rb")
+    local = _local(path)
+    mode = os.stat(local).st_mode
+    if stat.S_ISDIR(mode):  # a directory the listing could not enter: raises why (e.g. PermissionError)
+        os.listdir(local)
+    if not stat.S_ISREG(mode):  # a FIFO would block, a device never end
+        raise OSError(errno.EINVAL, "not a regular file", local)
+    return open(local, "rb")

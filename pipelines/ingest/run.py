@@ -122,9 +122,10 @@ def _utc_date(ms: int) -> str:
 
 
 def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tuple[str, int, int]]:
-    """Fingerprints of the given files that a successful run has ingested (file metadata only)."""
+    """Fingerprints of the given files that a successful run has ingested (file metadata only). A
+    file that could not be read is not among them: once readable, the next run reads it."""
     paths = [f.path for f in files]
-    known = warehouse.read(INGEST_FILES).where(F.col("status") != "skipped").where(F.col("source_file").isin(paths))
+    known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable")).where(F.col("source_file").isin(paths))
     return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
 
 
@@ -176,11 +177,14 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         by_status: dict[str, int] = {}
         by_reason: dict[str, int] = {}
         per_file: dict[str, int] = {}
+        unreadable: set[str] = set()
         for r in parsed.groupBy("status", "reason", "source_file").count().collect():
             by_status[r.status] = by_status.get(r.status, 0) + r["count"]
             per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
             if r.reason:
                 by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
+            if r.reason == "unreadable_file":
+                unreadable.add(r.source_file)
         clock.lap("read and parse files")
         if to_read:
             warehouse.append(CAPTURES_RAW, bronze_lines(parsed), commit)
@@ -225,7 +229,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             warehouse.append(EVENTS, events, commit)
             warehouse.append(TOPIC_CONFIGS, bodies, commit)
             warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
-            file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "read" if per_file.get(f.path) else "empty", per_file.get(f.path, 0), None) for f in to_read]
+            file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) else "empty",
+                          per_file.get(f.path, 0), None) for f in to_read]
             file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "skipped", None, "already ingested") for f in skipped]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)

@@ -1,0 +1,46 @@
+"""Listing and opening capture files: whatever sits in a capture directory is either read or becomes
+an ``unreadable_file`` line saying why; nothing stops the run, hangs it or vanishes from the counts."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+
+from nsreplay.storage import CommitInfo, Warehouse
+from nsreplay.runtime import local_frame
+from pipelines.ingest.capture_files import CaptureFile, list_capture_files, open_capture
+from pipelines.ingest.capture_reader import read_capture_file
+from pipelines.ingest.run import _already_ingested
+from schemas.bronze import INGEST_FILES
+
+
+def read(path: str) -> list:
+    return list(read_capture_file(path, open_capture, max_line_bytes=1000, keep_bytes=100))
+
+
+def test_links_that_lead_nowhere_and_fifos_are_listed_and_read_as_unreadable(tmp_path) -> None:
+    (tmp_path / "good.jsonl.gz").write_bytes(gzip.compress(b'{"a":1}\n'))
+    os.symlink(tmp_path / "gone.jsonl", tmp_path / "dangling.jsonl")
+    os.symlink(tmp_path / "loop.jsonl", tmp_path / "loop.jsonl")
+    os.mkfifo(tmp_path / "pipe.jsonl")  # opening it for reading would wait for a writer forever
+    files = {os.path.basename(f.path): f for f in list_capture_files(str(tmp_path))}
+    assert sorted(files) == ["dangling.jsonl", "good.jsonl.gz", "loop.jsonl", "pipe.jsonl"]
+    assert (files["dangling.jsonl"].size_bytes, files["loop.jsonl"].size_bytes) == (0, 0)
+    for name in ("dangling.jsonl", "loop.jsonl", "pipe.jsonl"):
+        got = read(files[name].path)
+        assert [line.read_error for line in got] == ["unreadable_file"], name
+    assert [line.text for line in read(files["good.jsonl.gz"].path)] == ['{"a":1}']
+
+
+def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, tmp_path) -> None:
+    """bronze.ingest_files status 'unreadable' does not count as ingested: once readable, the same
+    file (same size and modification time) is read."""
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    warehouse.ensure(INGEST_FILES)
+    rows = [("r1", "/c/a.jsonl", 10, 5, "read", 1, None), ("r1", "/c/b.jsonl", 20, 6, "unreadable", 1, None),
+            ("r1", "/c/c.jsonl", 30, 7, "skipped", None, "already ingested"), ("r1", "/c/d.jsonl", 0, 0, "empty", 0, None)]
+    warehouse.append(INGEST_FILES, local_frame(spark, rows, INGEST_FILES.schema), CommitInfo(run_id="r1", job="ingest"))
+    files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0)]
+    assert _already_ingested(warehouse, files) == {("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}
