@@ -60,4 +60,13 @@ esac
 export NSREPLAY_UNDER_SPARK_SUBMIT=1
 export SPARK_HOME="${SPARK_HOME:-$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 cd "$NSREPLAY_ROOT"
-exec "$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@"
+# spark-submit runs the job's Python with its stderr merged into stdout (PythonRunner), so the job
+# also writes its one-line failure reason to this file, copied to stderr here. No exec: the EXIT
+# trap must run (it also removes the properties file).
+reason="$(mktemp)"
+trap 'rm -f "$props" "$reason"' EXIT
+export NSREPLAY_REASON_FILE="$reason"
+status=0
+"$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@" || status=$?
+if [ "$status" -ne 0 ] && [ -s "$reason" ]; then cat "$reason" >&2; fi
+exit "$status"

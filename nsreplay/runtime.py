@@ -152,22 +152,34 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
     Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
     """
 
+    def report(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+        # Under spark-submit this process's stderr is merged into stdout (Spark's PythonRunner):
+        # spark-submit.sh copies this file to its own stderr.
+        reason_file = os.environ.get("NSREPLAY_REASON_FILE")
+        if reason_file:
+            try:
+                with open(reason_file, "w", encoding="utf-8") as out:
+                    out.write(line + "\n")
+            except OSError:
+                pass
+
     @functools.wraps(main)
     def wrapper(argv: list[str] | None = None) -> int:
         prog = os.path.basename(sys.argv[0]) or "nsreplay"
         try:
             return main(argv)
         except KeyboardInterrupt:
-            print(f"{prog}: interrupted", file=sys.stderr)
+            report(f"{prog}: interrupted")
             return 130
         except UsageError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
+            report(f"{prog}: {exc}")
             return 2
         except Exception as exc:  # noqa: BLE001 - the one place every failure is reported
             if os.environ.get("NSREPLAY_DEBUG"):
                 traceback.print_exc()
             reason = " ".join(str(exc).split()) or type(exc).__name__
-            print(f"{prog}: {type(exc).__name__}: {reason[:500]}", file=sys.stderr)
+            report(f"{prog}: {type(exc).__name__}: {reason[:500]}")
             return 1
 
     return wrapper
