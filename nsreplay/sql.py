@@ -2,7 +2,7 @@
 
     from nsreplay.sql import register_views
     register_views(spark, "warehouse")
-    spark.sql("SELECT * FROM route_state(...)")   # see the views and examples below
+    spark.sql("SELECT * FROM topic_queue WHERE alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))")  # see below
 
 ``register_views`` registers one temporary view per gold table, read at the version named by the
 latest publish row (never a half-written run), plus convenience views:
