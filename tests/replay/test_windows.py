@@ -155,15 +155,23 @@ def _split_capture(capture: Path, early: Path, late: Path, after: int) -> int:
     return len(held)
 
 
-def test_late_file_is_detected_and_backfill_repairs_the_history(spark, capture, full, cuts, tmp_path) -> None:
+def published_without_late_records(spark, capture: Path, cuts: dict[str, int], tmp_path: Path) -> tuple[Warehouse, Path]:
+    """A warehouse that ingested the capture without the late records (those of its last file after
+    ``cuts["restart"]``) and published windows ending at the restart, inside an expiry and at the end;
+    and the directory holding the late records."""
     early, late = tmp_path / "early", tmp_path / "late"
     early.mkdir()
     late.mkdir()
     assert _split_capture(capture, early, late, cuts["restart"]) > 0
     warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
     run_ingest(spark, warehouse, load_settings(), str(early), "early-ingest")
+    replay_windows(spark, warehouse, [cuts["restart"], cuts["inside_expiry"], cuts["end"]], "early")
+    return warehouse, late
+
+
+def test_late_file_is_detected_and_backfill_repairs_the_history(spark, capture, full, cuts, tmp_path) -> None:
+    warehouse, late = published_without_late_records(spark, capture, cuts, tmp_path)
     windows = [cuts["restart"], cuts["inside_expiry"], cuts["end"]]
-    replay_windows(spark, warehouse, windows, "early")
 
     ingest = run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
     late_ns = {r.namesrv for r in warehouse.read(EVENTS).where(F.col("source_file").contains("late.jsonl")).select("namesrv").distinct().collect()}
@@ -186,13 +194,7 @@ def published_tables(warehouse: Warehouse) -> dict[str, DataFrame]:
 def test_an_unpublished_replay_is_not_published_by_the_next_run(spark, capture, cuts, tmp_path) -> None:
     """A run that wrote gold rows but never published them (quality failed, or killed) must not become
     visible when another window publishes: its writes are put back to the published versions first."""
-    early, late = tmp_path / "early", tmp_path / "late"
-    early.mkdir()
-    late.mkdir()
-    assert _split_capture(capture, early, late, cuts["restart"]) > 0
-    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(early), "early-ingest")
-    replay_windows(spark, warehouse, [cuts["restart"], cuts["inside_expiry"], cuts["end"]], "w")
+    warehouse, late = published_without_late_records(spark, capture, cuts, tmp_path)
     before = published_tables(warehouse)
     run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")  # records after cuts["restart"]
     # the replay stage alone of the second window, which holds late records: written, never published
