@@ -55,7 +55,7 @@ from pipelines.replay.transforms import (
     with_states,
     with_units,
 )
-from pipelines.replay.stale import _published_windows, backfill_windows
+from pipelines.replay.stale import backfill_windows
 from pipelines.replay.units import BASE_UNIT, UnitFacts, UnitMap, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window
 from schemas.gold import (
@@ -457,13 +457,8 @@ def run_backfill(
     end: int | None = None,
 ) -> list[ReplayResult]:
     """Re-run every window of ``(start, end]`` in order (each replayed, checked and published), cut
-    where the published windows were cut; ``end`` defaults to the end of the published coverage.
-    ``start`` equal to the start of the earliest published window that no window ends at (a run
-    from the first record publishes the first record's ts as its start) means ``None``: the
-    stale-window listings print that start."""
-    windows = _published_windows(warehouse)
-    if start is not None and windows and start == min(w[0] for w in windows) and all(w[1] != start for w in windows):
-        start = None
+    where the published windows were cut (:func:`backfill_windows`); ``end`` defaults to the end of
+    the published coverage."""
     if end is None:
         published = latest_publish(warehouse)
         if published is None:

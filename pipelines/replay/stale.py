@@ -80,8 +80,14 @@ def open_stale(warehouse: Warehouse) -> list[StaleWindow]:
 
 def backfill_windows(warehouse: Warehouse, start: int | None, end: int) -> list[tuple[int | None, int]]:
     """The windows ``(after, until]`` that re-run ``(start, end]`` in order: cut at the published
-    window ends inside the range (``start`` None: from the first record)."""
-    ends = sorted({w_to for _, w_to, _, _, _ in _published_windows(warehouse) if (start is None or w_to > start) and w_to < end})
+    window ends inside the range (``start`` None: from the first record). ``start`` equal to the start
+    of the earliest published window that no window ends at also means None: a run from the first
+    record published before ``d6031e5`` names the first record's ts as its start, and the stale-window
+    listings print it."""
+    windows = _published_windows(warehouse)
+    if start is not None and windows and start == min(w[0] for w in windows) and all(w[1] != start for w in windows):
+        start = None
+    ends = sorted({w_to for _, w_to, _, _, _ in windows if (start is None or w_to > start) and w_to < end})
     cuts = ends + [end]
     out: list[tuple[int | None, int]] = []
     after = start
