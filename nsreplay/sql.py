@@ -9,6 +9,8 @@ latest publish row (never a half-written run), plus convenience views:
 
 * ``topic_routes``   – topicQueueTable intervals joined with the BrokerData valid at the same time;
 * ``route_changes``  – the change log;
+* ``coverage``       – per NameServer, the covered range ``[covered_from, covered_to]`` (epoch ms,
+  inclusive) and profile, as the Python API and the shim know it;
 * ``scan_ticks``, ``namesrv_epochs``, ``route_fidelity``, ``publish_log``;
 * ``topic_queue``, ``broker_addr``, ``cluster_addr``, ``broker_live``, ``filter_server``,
   ``order_topic`` – the interval tables;
@@ -22,11 +24,18 @@ valid_to, t)`` says exactly that, and ``ms('2024-11-21T03:12:05Z')`` turns ISO-8
     SELECT namesrv, broker_name, perm, read_queue_nums, write_queue_nums
     FROM topic_queue
     WHERE topic = 'orders' AND alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))
+
+Outside a NameServer's covered range its state is unknown (the Python API raises
+``OutsideCoverageError``, the shim answers 404). So that a query cannot show a state there, the
+interval views end every interval still open at the end of the range at ``covered_to + 1`` (the gold
+tables keep ``valid_to`` NULL) and flag it ``open_at_end``: the rows with ``open_at_end`` are what
+the NameServer held when its covered range ends.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from nsreplay.history import PublishedHistory
 from nsreplay.storage import Warehouse
@@ -37,6 +46,7 @@ from schemas.gold import (
     BROKER_LIVE_INTERVALS,
     CLUSTER_ADDR_INTERVALS,
     FILTER_SERVER_INTERVALS,
+    INTERVAL_TABLES,
     KEYFRAMES,
     NAMESRV_EPOCHS,
     ORDER_TOPIC_INTERVALS,
@@ -67,9 +77,17 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
     history = PublishedHistory(root)
     warehouse = Warehouse(root, spark)
     registered = {}
+    coverage = spark.createDataFrame(
+        [(c.namesrv, c.from_ts, c.to_ts, c.profile) for c in history.coverage()],
+        "namesrv STRING, covered_from BIGINT, covered_to BIGINT, profile STRING",
+    )
+    coverage.createOrReplaceTempView("coverage")
+    registered["coverage"] = "the covered range of each NameServer (latest publish)"
+    intervals = set(INTERVAL_TABLES.values())
     for view, spec in VIEWS.items():
         version = history.versions[spec.name]
-        warehouse.read(spec, version=version).createOrReplaceTempView(view)
+        table = warehouse.read(spec, version=version)
+        (within_coverage(table, coverage) if spec in intervals else table).createOrReplaceTempView(view)
         registered[view] = f"{spec.name}@{version}"
     warehouse.read(PUBLISH_LOG).createOrReplaceTempView("publish_log")
     if warehouse.exists(CAPTURES_RAW) and warehouse.exists(CAPTURE_BODIES):
@@ -92,3 +110,17 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
     )
     registered["topic_routes"] = "view over topic_queue and broker_addr"
     return registered
+
+
+def within_coverage(intervals: DataFrame, coverage: DataFrame) -> DataFrame:
+    """``intervals`` (an interval table: namesrv, valid_from, valid_to, ...) with every interval still
+    open at the end of its NameServer's covered range ending at ``covered_to + 1``, and a boolean
+    ``open_at_end`` that is true for exactly those rows. Rows of a NameServer with no coverage are
+    dropped (nothing published covers them)."""
+    ends = F.broadcast(coverage.select("namesrv", "covered_to"))
+    return (
+        intervals.join(ends, "namesrv")
+        .withColumn("open_at_end", F.col("valid_to").isNull())
+        .withColumn("valid_to", F.coalesce(F.col("valid_to"), F.col("covered_to") + F.lit(1)))
+        .select(*intervals.columns, "open_at_end")
+    )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from chispa import assert_df_equality
 
-from nsreplay.history import PublishedHistory
+from nsreplay.history import OutsideCoverageError, PublishedHistory
 from nsreplay.sql import register_views
 from boundary_scenarios import NS_DELETE_5, NS_TICK_ORDER, S
 
@@ -30,3 +31,26 @@ def test_capture_lines_view_gives_every_line_exactly_as_read(spark, published) -
     got = spark.sql("SELECT source_file, line_no, line FROM capture_lines")
     want = [(str(path), no, text) for path in sorted(capture.glob("*.jsonl")) for no, text in enumerate(path.read_text().splitlines(), start=1)]
     assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_sql_shows_no_state_outside_the_covered_range(spark, published) -> None:
+    """Inside a NameServer's covered range the interval views give the Python API's state; just after
+    it they give no row, where the API refuses to answer (the state there is unknown)."""
+    root = published[1]
+    register_views(spark, root)
+    history = PublishedHistory(root)
+    got_coverage = spark.sql("SELECT namesrv, covered_from, covered_to, profile FROM coverage")
+    want_coverage = spark.createDataFrame([(c.namesrv, c.from_ts, c.to_ts, c.profile) for c in history.coverage()], got_coverage.schema)
+    assert_df_equality(got_coverage, want_coverage, ignore_row_order=True)
+    for cov in history.coverage():
+        at_end = spark.sql(
+            f"SELECT cluster, broker_addr, open_at_end FROM broker_live WHERE namesrv = '{cov.namesrv}' AND alive(valid_from, valid_to, {cov.to_ts})"
+        )
+        live = history.snapshot_at(cov.namesrv, cov.to_ts).brokerLiveTable  # keys: addr (4.9) or (cluster, addr) (5.x)
+        want = [((None, key) if isinstance(key, str) else tuple(key)) + (True,) for key in live]
+        assert_df_equality(at_end, spark.createDataFrame(want, at_end.schema), ignore_row_order=True, ignore_nullable=True)
+        with pytest.raises(OutsideCoverageError):
+            history.snapshot_at(cov.namesrv, cov.to_ts + 1)
+        for view in ("topic_queue", "broker_addr", "cluster_addr", "broker_live", "filter_server", "order_topic", "topic_routes"):
+            after = spark.sql(f"SELECT * FROM {view} WHERE namesrv = '{cov.namesrv}' AND alive(valid_from, valid_to, {cov.to_ts + 1})")
+            assert after.isEmpty(), f"{view} shows a state of {cov.namesrv} after its covered range"
