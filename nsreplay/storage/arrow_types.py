@@ -161,12 +161,14 @@ def dataset(
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
 
+    from nsreplay.storage.filesystem import arrow_filesystem
+
     files = list(files)
     schema = to_arrow_schema(spec.schema)
     if not files:
         return pads.dataset(pa.Table.from_batches([], schema=schema))
     if filesystem is None:
-        filesystem, _ = pafs.FileSystem.from_uri(files[0].path) if "://" in files[0].path else (pafs.LocalFileSystem(), None)
+        filesystem, _ = arrow_filesystem(files[0].path) if "://" in files[0].path else (pafs.LocalFileSystem(), None)
     paths: list[str] = []
     expressions: list[pads.Expression] = []
     for data_file in files:
@@ -181,9 +183,9 @@ def _fs_path(path: str) -> str:
     """A path as a pyarrow filesystem expects it (URIs lose their scheme, local paths stay)."""
     if "://" not in path:
         return path
-    import pyarrow.fs as pafs
+    from nsreplay.storage.filesystem import arrow_filesystem
 
-    _, fs_path = pafs.FileSystem.from_uri(path)
+    _, fs_path = arrow_filesystem(path)
     return fs_path
 
 

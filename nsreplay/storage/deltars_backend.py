@@ -58,6 +58,7 @@ from pyspark.sql import types as T
 from nsreplay.storage.arrow_types import to_arrow_schema
 from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
+from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.spec import DataFile, TableSpec, contains_timestamp, nullable_schema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -325,7 +326,7 @@ def _in_partitions(values: dict[str, str | None], partitions: Any) -> bool:
 def _filesystem(location: TableLocation) -> tuple[pafs.FileSystem, str]:
     if location.is_local:
         return pafs.LocalFileSystem(), location.uri
-    filesystem, path = pafs.FileSystem.from_uri(location.uri)
+    filesystem, path = arrow_filesystem(location.uri)
     return filesystem, path.rstrip("/")
 
 

@@ -1,7 +1,8 @@
 """Finding and opening capture files: a file, a directory (searched recursively) or a glob.
 
-Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3://``, …) go through ``pyarrow.fs``, so a
-capture on any filesystem pyarrow reaches can be read by the executors. Hidden files and files whose
+Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3a://`` or ``s3://``, …) go through
+``pyarrow.fs`` (:func:`nsreplay.storage.filesystem.arrow_filesystem`), so a capture on any filesystem
+pyarrow reaches can be read by the executors. Hidden files and files whose
 name starts with ``_`` (manifests, markers) are skipped in directories.
 """
 
@@ -73,7 +74,9 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
 def _list_remote(spec: str) -> list[CaptureFile]:
     import pyarrow.fs as pafs
 
-    fs, root = pafs.FileSystem.from_uri(spec)
+    from nsreplay.storage.filesystem import arrow_filesystem
+
+    fs, root = arrow_filesystem(spec)
     scheme = spec.split("://", 1)[0]
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
@@ -93,9 +96,9 @@ def _list_remote(spec: str) -> list[CaptureFile]:
 def open_capture(path: str) -> BinaryIO:
     """Open a capture file for reading raw bytes (no decompression: the reader detects gzip)."""
     if _has_scheme(path):
-        import pyarrow.fs as pafs
+        from nsreplay.storage.filesystem import arrow_filesystem
 
-        fs, inner = pafs.FileSystem.from_uri(path)
+        fs, inner = arrow_filesystem(path)
         return fs.open_input_stream(inner, compression=None)  # type: ignore[return-value]
     local = _local(path)
     mode = os.stat(local).st_mode

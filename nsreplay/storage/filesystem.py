@@ -1,0 +1,27 @@
+"""pyarrow filesystems for the URIs users write (Hadoop's as well as pyarrow's own).
+
+Spark names S3 ``s3a://`` (Hadoop's S3A connector; ``s3n://`` is its retired predecessor), and that
+is how ``docs/operations.md`` and most clusters spell a bucket; pyarrow.fs knows only ``s3://``.
+:func:`arrow_filesystem` takes either, so one path works for Spark, delta-rs (which reads ``s3a`` as
+``s3`` itself) and the Spark-free readers. Credentials then come from pyarrow's S3 defaults (the AWS
+credential chain, region from the URI's ``?region=`` or the bucket), not from Hadoop's ``fs.s3a.*``.
+"""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+
+HADOOP_S3_SCHEMES = ("s3a", "s3n")
+
+
+def arrow_uri(uri: str) -> str:
+    """``uri`` as pyarrow.fs names it: ``s3a://b/k`` and ``s3n://b/k`` become ``s3://b/k``; any other
+    URI is returned unchanged."""
+    scheme, sep, rest = uri.partition("://")
+    return f"s3://{rest}" if sep and scheme.lower() in HADOOP_S3_SCHEMES else uri
+
+
+def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem of ``uri`` and the path within it (``pafs.FileSystem.from_uri``, after
+    :func:`arrow_uri`)."""
+    return pafs.FileSystem.from_uri(arrow_uri(uri))
