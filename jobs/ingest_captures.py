@@ -11,13 +11,13 @@ import argparse
 import sys
 
 from nsreplay.config import load_settings
-from nsreplay.runtime import build_spark, guarded, new_run_id, resolve_path
+from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, resolve_path
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestQualityError, run_ingest
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ingest_captures.py", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="ingest_captures.py", description=__doc__.splitlines()[0])
     parser.add_argument("--captures", required=True, help="capture file, directory or glob (JSONL, plain or gzip)")
     parser.add_argument("--warehouse", help="warehouse root (default: [warehouse] root in conf)")
     parser.add_argument("--run-id", help="run id; re-running with the same id commits nothing new")

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from nsreplay.config import load_settings
-from nsreplay.runtime import UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path
+from nsreplay.runtime import ArgumentParser, UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestQualityError, run_ingest
 from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
@@ -31,7 +31,7 @@ STAGES = ("all", "ingest", "replay", "quality", "publish")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="rebuild_routes.py", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="rebuild_routes.py", description=__doc__.splitlines()[0])
     parser.add_argument("--captures", help="capture file, directory or glob (default: the generated demo capture)")
     parser.add_argument("--warehouse", help="warehouse root (default: [warehouse] root in conf)")
     parser.add_argument("--from", dest="window_from", help="window start, ISO-8601 or epoch ms")

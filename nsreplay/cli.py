@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 
-from nsreplay.runtime import guarded
+from nsreplay.runtime import ArgumentParser, guarded
 
 
 def _add_ingest(sub: argparse._SubParsersAction) -> None:
@@ -236,7 +236,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nsreplay", description="What did the RocketMQ NameServer believe, and when?")
+    parser = ArgumentParser(prog="nsreplay", description="What did the RocketMQ NameServer believe, and when?")
     sub = parser.add_subparsers(dest="command", required=True)
     from nsreplay.generator.cli import register as register_generate
 

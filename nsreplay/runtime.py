@@ -5,6 +5,7 @@ reason on stderr and a non-zero exit status.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import re
@@ -13,13 +14,21 @@ import traceback
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
 from nsreplay.config import PROJECT_ROOT, Settings
 
 
 class UsageError(ValueError):
     """A command-line argument is wrong; the message says which and why."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are :class:`UsageError`: one line on stderr, exit 2 (:func:`guarded`),
+    instead of argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def read_spark_defaults(files: list[Path]) -> dict[str, str]:
