@@ -13,6 +13,7 @@ import sys
 from nsreplay.config import load_settings
 from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, resolve_path
 from nsreplay.storage import Warehouse
+from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
 
 
@@ -28,6 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings()
+    list_capture_files(resolve_path(args.captures))  # a wrong path fails before Spark starts
     spark = build_spark(settings, "nsreplay-ingest")
     warehouse = Warehouse(resolve_path(args.warehouse or settings.warehouse.root), spark, settings.warehouse.backend)
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from nsreplay.config import load_settings
 from nsreplay.runtime import ArgumentParser, UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path
 from nsreplay.storage import Warehouse
+from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
 from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
 
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     warehouse_root = resolve_path(args.warehouse or settings.warehouse.root)
     if args.stage in ("all", "ingest"):
         captures = resolve_path(args.captures) if args.captures else demo_capture(settings)
+        list_capture_files(captures)  # a wrong path fails before Spark starts
     spark = build_spark(settings, f"nsreplay-rebuild-routes-{args.stage}")
     try:
         if args.stage == "all":

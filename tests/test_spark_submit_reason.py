@@ -17,3 +17,4 @@ def test_a_failing_job_run_through_spark_submit_says_why_on_stderr(tmp_path) -> 
     assert result.returncode != 0
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("rebuild_routes.py: ") and "nothing-here" in last, result.stderr[-2000:]
+    assert not (tmp_path / "wh").exists(), "a wrong capture path must fail before the warehouse is touched"

@@ -148,10 +148,10 @@ def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
 def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, captures: str, run_id: str) -> IngestResult:
     """Ingest the capture files at ``captures`` under ``run_id`` (see module docstring)."""
     started = int(time.time() * 1000)
+    files = list_capture_files(captures)  # before any table is created: a wrong path leaves no trace
     for spec in ALL_TABLES:
         warehouse.ensure(spec)
     commit = CommitInfo(run_id=run_id, job=JOB)
-    files = list_capture_files(captures)
     done = _already_ingested(warehouse, files)
     to_read = [f for f in files if (f.path, f.size_bytes, f.mtime_ms) not in done]
     skipped = [f for f in files if f not in to_read]

@@ -8,11 +8,12 @@ import os
 
 import pytest
 
-from nsreplay.storage import CommitInfo, Warehouse
+from nsreplay.config import load_settings
 from nsreplay.runtime import local_frame
-from pipelines.ingest.capture_files import CaptureFile, list_capture_files, open_capture
+from nsreplay.storage import CommitInfo, Warehouse
+from pipelines.ingest.capture_files import CaptureFile, CaptureNotFoundError, list_capture_files, open_capture
 from pipelines.ingest.capture_reader import read_capture_file
-from pipelines.ingest.run import _already_ingested
+from pipelines.ingest.run import _already_ingested, run_ingest
 from schemas.bronze import INGEST_FILES
 
 
@@ -44,3 +45,11 @@ def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, t
     warehouse.append(INGEST_FILES, local_frame(spark, rows, INGEST_FILES.schema), CommitInfo(run_id="r1", job="ingest"))
     files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0)]
     assert _already_ingested(warehouse, files) == {("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}
+
+
+def test_a_capture_path_that_names_no_file_fails_before_any_table_is_created(spark, tmp_path) -> None:
+    """A typo in --captures (or --warehouse) must not leave a warehouse skeleton of empty tables."""
+    root = tmp_path / "wh"
+    with pytest.raises(CaptureNotFoundError, match="no capture file"):
+        run_ingest(spark, Warehouse(str(root), spark, "delta-rs"), load_settings(), str(tmp_path / "no-such-dir"), "typo")
+    assert not root.exists() or not any(root.iterdir()), sorted(p.name for p in root.rglob("*"))
