@@ -72,6 +72,7 @@ class ReplayConfig:
     default_config: Mapping[str, Any]
     keyframe_every_ticks: int
     write_threads: int
+    max_window_days: int
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[replay] keyframe_every_ticks must be positive")
     if settings.replay.write_threads <= 0:
         raise ConfigError("[replay] write_threads must be positive")
+    if settings.replay.max_window_days <= 0:
+        raise ConfigError("[replay] max_window_days must be positive")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 

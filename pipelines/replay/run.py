@@ -57,7 +57,7 @@ from pipelines.replay.transforms import (
 )
 from pipelines.replay.stale import backfill_windows
 from pipelines.replay.units import BASE_UNIT, UnitFacts, UnitMap, carries_over
-from pipelines.replay.windows import MissingPredecessorError, Window
+from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
 from schemas.gold import (
     INTERVAL_TABLES,
     KEYFRAMES,
@@ -227,6 +227,7 @@ def replay_window(
     origins = {ns: lo for ns, (lo, _) in spans.items() if lo <= until}  # each one's first record up to `until`
     if not origins:
         raise NothingToReplayError(f"no record at or before {until}")
+    check_window_length(window_from if window_from is not None else min(origins.values()), until, cfg.max_window_days)
 
     published = latest_publish(warehouse)
     _discard_unpublished(warehouse, published, run_id)

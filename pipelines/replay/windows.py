@@ -23,9 +23,28 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from nsreplay.runtime import UsageError, format_ms
+
+DAY_MS = 86_400_000
+
 
 class MissingPredecessorError(RuntimeError):
     """The window's start is not the end of a published window (no carried state to resume from)."""
+
+
+class WindowTooLongError(UsageError):
+    """The window spans more days than ``[replay] max_window_days`` (most likely a mistyped ``--to``)."""
+
+
+def check_window_length(start: int, until: int, max_days: int) -> None:
+    """Refuse a window from ``start`` to ``until`` (epoch ms) longer than ``max_days`` days: every scan
+    tick in it would be replayed and stored (17,280 a day per NameServer at the 5 s default), so a
+    ``--to`` typed a year or a century too far would fill the cluster before anything said so."""
+    if until - start > max_days * DAY_MS:
+        raise WindowTooLongError(
+            f"the window {_instant(start)} .. {_instant(until)} spans {(until - start) / DAY_MS:,.1f} days, more than "
+            f"[replay] max_window_days = {max_days}: check --to (or --from), or raise the setting for a longer backfill"
+        )
 
 
 @dataclass(frozen=True)
@@ -55,4 +74,12 @@ class Window:
         return upper if self.after is None else upper & (F.col("ts") > self.after)
 
 
-__all__ = ["MissingPredecessorError", "Window"]
+
+def _instant(ms: int) -> str:
+    try:
+        return format_ms(ms)
+    except (ValueError, OverflowError, OSError):  # beyond year 9999: say the number
+        return f"{ms} ms"
+
+
+__all__ = ["MissingPredecessorError", "Window", "WindowTooLongError", "check_window_length"]

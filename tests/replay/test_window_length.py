@@ -1,0 +1,31 @@
+"""A window longer than ``[replay] max_window_days`` is refused before anything is written: every
+scan tick in it would be replayed and stored, so a ``--to`` typed a century too far must not start."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsreplay.config import load_settings
+from nsreplay.runtime import UsageError, parse_time
+from nsreplay.storage import Warehouse
+from pipelines.replay.run import replay_window
+from pipelines.replay.windows import DAY_MS, WindowTooLongError, check_window_length
+from schemas.gold import GOLD_TABLES
+
+
+def test_the_limit_is_inclusive_and_the_error_is_a_usage_error() -> None:
+    check_window_length(0, 3 * DAY_MS, 3)
+    with pytest.raises(WindowTooLongError, match=r"max_window_days = 3") as caught:
+        check_window_length(0, 3 * DAY_MS + 1, 3)
+    assert isinstance(caught.value, UsageError)  # exit status 2, like any other bad argument
+    with pytest.raises(WindowTooLongError, match="9223372036854775807 ms"):  # beyond year 9999: no crash formatting it
+        check_window_length(0, 2**63 - 1, 3)
+
+
+def test_a_far_future_to_is_refused_before_the_warehouse_changes(spark, published) -> None:
+    root = published[1]
+    warehouse = Warehouse(root, spark, "delta-rs")
+    versions = {spec.name: warehouse.version(spec) for spec in GOLD_TABLES}
+    with pytest.raises(WindowTooLongError, match="2100-01-01"):
+        replay_window(spark, warehouse, load_settings(), "typo", window_to=parse_time("2100-01-01T00:00:00Z"))
+    assert {spec.name: warehouse.version(spec) for spec in GOLD_TABLES} == versions
