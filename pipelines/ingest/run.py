@@ -13,6 +13,9 @@ Order of writes (each through the storage module, each an idempotent commit keye
    ``silver.quarantine``, then ``bronze.ingest_files`` (which marks the files as ingested) and the
    ``silver.ingest_runs`` row with reconciled counts.
 
+Before it reads, a run deletes what runs stopped halfway (killed) left without a run row, and reads
+their files again (``pipelines.ingest.abandoned``).
+
 A file already ingested by a successful run (same path, size and modification time) is skipped, so
 re-ingesting the same files adds nothing; a record seen before (same ``record_id``) counts as a
 duplicate. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
@@ -31,6 +34,7 @@ from pyspark.sql import functions as F
 from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
+from pipelines.ingest.abandoned import commit_job, discard_abandoned
 from pipelines.ingest.capture_files import CaptureFile, list_capture_files
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, mark_stale
@@ -82,6 +86,7 @@ class IngestResult:
     window: tuple[int | None, int | None] = field(default=(None, None))
     stages: dict[str, float] = field(default_factory=dict)
     stale: tuple[StaleWindow, ...] = ()
+    discarded: tuple[str, ...] = ()  # abandoned runs whose rows this run deleted first (pipelines.ingest.abandoned)
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
@@ -101,7 +106,16 @@ class IngestResult:
             f"ingest {self.run_id}: {self.status}; files {self.files_read} read, {self.files_skipped} already ingested; "
             f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates} + quarantined {self.quarantined} "
             f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
-        ) + (f"\n{self.late_data()}" if self.stale else "")
+        ) + (f"\n{self.discard_note()}" if self.discarded else "") + (f"\n{self.late_data()}" if self.stale else "")
+
+    def discard_note(self) -> str:
+        """What this run deleted before it read ('' if nothing)."""
+        if not self.discarded:
+            return ""
+        return (
+            f"discarded the rows of {len(self.discarded)} ingest run(s) that stopped before they finished "
+            f"({', '.join(self.discarded)}); their files were read again by this run"
+        )
 
 
 class _Stopwatch:
@@ -151,7 +165,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     files = list_capture_files(captures)  # before any table is created: a wrong path leaves no trace
     for spec in ALL_TABLES:
         warehouse.ensure(spec)
-    commit = CommitInfo(run_id=run_id, job=JOB)
+    commit = CommitInfo(run_id=run_id, job=commit_job(warehouse, JOB, run_id))
+    discarded = discard_abandoned(spark, warehouse, JOB, run_id)
     done = _already_ingested(warehouse, files)
     to_read = [f for f in files if (f.path, f.size_bytes, f.mtime_ms) not in done]
     skipped = [f for f in files if f not in to_read]
@@ -254,6 +269,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             window=(window[0], window[1]),
             stages=clock.laps,
             stale=stale,
+            discarded=discarded,
         )
         run_row = [(
             run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,

@@ -1,0 +1,136 @@
+"""Ingest runs that stopped before they finished (killed, crashed, lost their machine).
+
+An ingest commits its tables one at a time (bronze lines, silver events, quarantine, file marks) and
+writes its ``silver.ingest_runs`` row last. A run stopped in between leaves rows under its run id with
+no run row, and its files are not marked as read (or are, if it died after the marks). Kept, those
+rows break the counts of the run that reads the files again under another run id: every bronze line
+and quarantine row twice, and the events counted as that run's duplicates while they belong to a run
+that never reported.
+
+So an ingest starts by **discarding the rows of the abandoned runs**: the runs that committed to
+``bronze.captures_raw`` after the newest run that finished (has a run row), other than itself.
+Their events, quarantine rows, file marks and bronze lines are deleted in one commit per table, bronze
+last (its commit is what records them as discarded, so a discard stopped halfway is finished by the
+next run), and their files are read again like new ones. Runs before the newest finished run are never touched:
+every ingest discards what it finds at its start, so they were either discarded then or were read
+again by a finished run whose counts rely on them (warehouses from before this module).
+
+Kept on purpose: ``bronze.capture_bodies`` and ``silver.topic_configs`` (stored once by content and
+possibly referred to by later runs' rows), quality results (a record of checks that ran) and stale
+marks (repaired by the next publish of their window).
+
+Ingests into one warehouse run one at a time (``docs/operations.md``): a second ingest started while
+another is still running would take the running one for abandoned.
+
+A retry under the run id of a discarded run (an Airflow retry after a manual run discarded it) must
+write everything again, but its earlier commits would make the storage module skip those writes as
+already done. :func:`commit_job` gives such a retry a job name of its own, ``ingest@<version of the
+discard>``, so its writes are new commits (and idempotent again if it is retried in turn).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterable, Mapping
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from nsreplay.runtime import local_frame
+from nsreplay.storage import CommitInfo, TableSpec, Warehouse
+from schemas.bronze import CAPTURES_RAW, INGEST_FILES
+from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE
+
+DISCARD_JOB = "ingest-discard-abandoned"
+# Newest commits of bronze.captures_raw read first; the whole history only when these hold no
+# finished run (normally the newest commit or two do).
+_RECENT_COMMITS = 32
+
+
+def abandoned_runs(history: Iterable[Mapping[str, Any]], finished: set[str], ingest_job: str, run_id: str) -> tuple[tuple[str, ...], bool]:
+    """``(abandoned run ids, complete)`` from ``bronze.captures_raw``'s commits, **newest first**.
+
+    Walks back to the newest commit of ``ingest_job`` by a run in ``finished``. Every ``ingest_job``
+    commit before that point (that is, newer) by a run neither finished, nor ``run_id``, nor already
+    discarded by a newer discard commit, names an abandoned run. ``complete`` is False when the walk
+    ran out of commits before finding a finished run (the caller then reads the whole history)."""
+    found: list[str] = []
+    discarded: set[str] = set()
+    for entry in history:
+        job, rid = entry.get("job"), entry.get("run_id")
+        if _is_discard(job):
+            discarded.update(json.loads((entry.get("extra") or {}).get("discarded", "[]")))
+        elif _is_ingest(job, ingest_job) and rid is not None:
+            if rid in finished:
+                return tuple(sorted(set(found))), True
+            if rid != run_id and rid not in discarded:
+                found.append(rid)
+    return tuple(sorted(set(found))), False
+
+
+def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str, run_id: str) -> tuple[str, ...]:
+    """Delete the bronze lines, events, quarantine rows and file marks of the abandoned ingest runs
+    (see the module docstring); returns their run ids. Reads only the run log and the newest commits
+    when there is nothing to discard."""
+    recent = warehouse.history(CAPTURES_RAW, limit=_RECENT_COMMITS)
+    if len(recent) < _RECENT_COMMITS and not any(_is_ingest(e.get("job"), ingest_job) and e.get("run_id") != run_id for e in recent):
+        return ()  # the whole history holds no other ingest: nothing to look up
+    finished = {r.run_id for r in warehouse.read(INGEST_RUNS).select("run_id").collect()}  # one row per run
+    abandoned, complete = abandoned_runs(recent, finished, ingest_job, run_id)
+    if not complete:
+        abandoned, _ = abandoned_runs(warehouse.history(CAPTURES_RAW), finished, ingest_job, run_id)
+    if not abandoned:
+        return ()
+    listed = json.dumps(list(abandoned))
+    # one job name per set of runs: a retry of this discard skips the tables it has done, and a later
+    # discard by the same run id (of other runs) is a new commit
+    job = f"{DISCARD_JOB}:{hashlib.sha256(listed.encode()).hexdigest()[:16]}"
+    commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
+    where = "run_id IN (" + ", ".join(_sql_string(r) for r in abandoned) + ")"
+    # bronze last: its discard commit is what marks these runs as discarded (abandoned_runs)
+    for spec in (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW):
+        _delete(spark, warehouse, spec, where, commit)
+    return abandoned
+
+
+def commit_job(warehouse: Warehouse, ingest_job: str, run_id: str) -> str:
+    """The job name under which run ``run_id`` commits: ``ingest_job``, or ``ingest_job@<v>`` when a
+    discard commit (the newest naming it, at version ``v`` of ``bronze.captures_raw``) deleted what
+    it had written, so that its retry writes again. Reads the history only for a run id that has
+    committed bronze lines already (a retry)."""
+    if not warehouse.committed(CAPTURES_RAW, CommitInfo(run_id=run_id, job=ingest_job)):
+        return ingest_job
+    for entry in warehouse.history(CAPTURES_RAW):  # newest first
+        if _is_discard(entry.get("job")) and run_id in json.loads((entry.get("extra") or {}).get("discarded", "[]")):
+            return f"{ingest_job}@{entry['version']}"
+    return ingest_job
+
+
+def _is_discard(job: str | None) -> bool:
+    return job is not None and job.startswith(DISCARD_JOB + ":")
+
+
+def _is_ingest(job: str | None, ingest_job: str) -> bool:
+    return job is not None and (job == ingest_job or job.startswith(ingest_job + "@"))
+
+
+def _delete(spark: SparkSession, warehouse: Warehouse, spec: TableSpec, where: str, commit: CommitInfo) -> None:
+    """Delete the rows matching ``where``, rewriting only the partitions that hold them."""
+    rows = warehouse.read(spec).where(F.expr(where))
+    partitions = None
+    if spec.partition_by:
+        held = rows.select(*spec.partition_by).distinct().collect()  # one row per partition
+        if not held:
+            return
+        partitions = {column: sorted({r[column] for r in held}) for column in spec.partition_by}
+    elif rows.isEmpty():
+        return
+    warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where, partitions=partitions)
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+__all__ = ["DISCARD_JOB", "abandoned_runs", "commit_job", "discard_abandoned"]
