@@ -9,11 +9,12 @@ that never reported.
 
 So an ingest starts by **discarding the rows of the abandoned runs**: the runs that committed to
 ``bronze.captures_raw`` after the newest run that finished (has a run row), other than itself.
-Their events, quarantine rows, file marks and bronze lines are deleted in one commit per table, bronze
-last (its commit is what records them as discarded, so a discard stopped halfway is finished by the
-next run), and their files are read again like new ones. Runs before the newest finished run are never touched:
-every ingest discards what it finds at its start, so they were either discarded then or were read
-again by a finished run whose counts rely on them (warehouses from before this module).
+Their events, quarantine rows, file marks and bronze lines are deleted in one commit per table,
+bronze last (its commit is what records them as discarded, so a discard stopped halfway is finished
+by the next run), and their files are read again like new ones. Runs before the newest finished run
+are never touched: every ingest discards what it finds at its start, so they were either discarded
+then or were read again by a finished run whose counts rely on them (warehouses from before this
+module).
 
 Kept on purpose: ``bronze.capture_bodies`` and ``silver.topic_configs`` (stored once by content and
 possibly referred to by later runs' rows), quality results (a record of checks that ran) and stale

@@ -74,7 +74,6 @@ class Window:
         return upper if self.after is None else upper & (F.col("ts") > self.after)
 
 
-
 def _instant(ms: int) -> str:
     try:
         return format_ms(ms)
