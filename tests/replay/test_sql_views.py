@@ -39,18 +39,23 @@ def test_sql_shows_no_state_outside_the_covered_range(spark, published) -> None:
     root = published[1]
     register_views(spark, root)
     history = PublishedHistory(root)
+    covered = history.coverage()
     got_coverage = spark.sql("SELECT namesrv, covered_from, covered_to, profile FROM coverage")
-    want_coverage = spark.createDataFrame([(c.namesrv, c.from_ts, c.to_ts, c.profile) for c in history.coverage()], got_coverage.schema)
+    want_coverage = spark.createDataFrame([(c.namesrv, c.from_ts, c.to_ts, c.profile) for c in covered], got_coverage.schema)
     assert_df_equality(got_coverage, want_coverage, ignore_row_order=True)
-    for cov in history.coverage():
-        at_end = spark.sql(
-            f"SELECT cluster, broker_addr, open_at_end FROM broker_live WHERE namesrv = '{cov.namesrv}' AND alive(valid_from, valid_to, {cov.to_ts})"
-        )
-        live = history.snapshot_at(cov.namesrv, cov.to_ts).brokerLiveTable  # keys: addr (4.9) or (cluster, addr) (5.x)
-        want = [((None, key) if isinstance(key, str) else tuple(key)) + (True,) for key in live]
-        assert_df_equality(at_end, spark.createDataFrame(want, at_end.schema), ignore_row_order=True, ignore_nullable=True)
+
+    at_end = spark.sql(
+        "SELECT b.namesrv, b.cluster, b.broker_addr, b.open_at_end FROM broker_live b JOIN coverage c USING (namesrv) "
+        "WHERE alive(b.valid_from, b.valid_to, c.covered_to)"
+    )
+    want = []
+    for cov in covered:
+        for key in history.snapshot_at(cov.namesrv, cov.to_ts).brokerLiveTable:  # addr (4.9) or (cluster, addr) (5.x)
+            want.append((cov.namesrv,) + ((None, key) if isinstance(key, str) else tuple(key)) + (True,))
         with pytest.raises(OutsideCoverageError):
             history.snapshot_at(cov.namesrv, cov.to_ts + 1)
-        for view in ("topic_queue", "broker_addr", "cluster_addr", "broker_live", "filter_server", "order_topic", "topic_routes"):
-            after = spark.sql(f"SELECT * FROM {view} WHERE namesrv = '{cov.namesrv}' AND alive(valid_from, valid_to, {cov.to_ts + 1})")
-            assert after.isEmpty(), f"{view} shows a state of {cov.namesrv} after its covered range"
+    assert_df_equality(at_end, spark.createDataFrame(want, at_end.schema), ignore_row_order=True, ignore_nullable=True)
+
+    for view in ("topic_queue", "broker_addr", "cluster_addr", "broker_live", "filter_server", "order_topic", "topic_routes"):
+        after = spark.sql(f"SELECT v.namesrv FROM {view} v JOIN coverage c USING (namesrv) WHERE alive(v.valid_from, v.valid_to, c.covered_to + 1)")
+        assert after.isEmpty(), f"{view} shows a state after the covered range: {after.distinct().collect()}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -155,22 +156,33 @@ def _split_capture(capture: Path, early: Path, late: Path, after: int) -> int:
     return len(held)
 
 
-def published_without_late_records(spark, capture: Path, cuts: dict[str, int], tmp_path: Path) -> tuple[Warehouse, Path]:
-    """A warehouse that ingested the capture without the late records (those of its last file after
-    ``cuts["restart"]``) and published windows ending at the restart, inside an expiry and at the end;
-    and the directory holding the late records."""
-    early, late = tmp_path / "early", tmp_path / "late"
+@pytest.fixture(scope="module")
+def without_late(spark, capture: Path, cuts: dict[str, int], tmp_path_factory) -> tuple[Path, Path]:
+    """(warehouse root, late records): a warehouse that ingested the capture without the late records
+    (those of its last file after ``cuts["restart"]``) and published windows ending at the restart,
+    inside an expiry and at the end; and the directory holding the late records. Built once; each
+    test works on its own copy (:func:`published_without_late_records`)."""
+    base = tmp_path_factory.mktemp("windows-without-late")
+    early, late = base / "early", base / "late"
     early.mkdir()
     late.mkdir()
     assert _split_capture(capture, early, late, cuts["restart"]) > 0
-    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    warehouse = Warehouse(str(base / "wh"), spark, "delta-rs")
     run_ingest(spark, warehouse, load_settings(), str(early), "early-ingest")
     replay_windows(spark, warehouse, [cuts["restart"], cuts["inside_expiry"], cuts["end"]], "early")
-    return warehouse, late
+    return base / "wh", late
 
 
-def test_late_file_is_detected_and_backfill_repairs_the_history(spark, capture, full, cuts, tmp_path) -> None:
-    warehouse, late = published_without_late_records(spark, capture, cuts, tmp_path)
+def published_without_late_records(spark, without_late: tuple[Path, Path], tmp_path: Path) -> tuple[Warehouse, Path]:
+    """A copy of the ``without_late`` warehouse (Delta tables keep relative paths, so a copied
+    directory is the same warehouse) and the directory holding the late records."""
+    root, late = without_late
+    shutil.copytree(root, tmp_path / "wh")
+    return Warehouse(str(tmp_path / "wh"), spark, "delta-rs"), late
+
+
+def test_late_file_is_detected_and_backfill_repairs_the_history(spark, without_late, full, cuts, tmp_path) -> None:
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
     windows = [cuts["restart"], cuts["inside_expiry"], cuts["end"]]
 
     ingest = run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
@@ -191,10 +203,10 @@ def published_tables(warehouse: Warehouse) -> dict[str, DataFrame]:
     return {spec.name: plain(warehouse.read(spec, version=versions[spec.name])) for spec in HISTORY}
 
 
-def test_an_unpublished_replay_is_not_published_by_the_next_run(spark, capture, cuts, tmp_path) -> None:
+def test_an_unpublished_replay_is_not_published_by_the_next_run(spark, without_late, cuts, tmp_path) -> None:
     """A run that wrote gold rows but never published them (quality failed, or killed) must not become
     visible when another window publishes: its writes are put back to the published versions first."""
-    warehouse, late = published_without_late_records(spark, capture, cuts, tmp_path)
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
     before = published_tables(warehouse)
     run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")  # records after cuts["restart"]
     # the replay stage alone of the second window, which holds late records: written, never published
