@@ -36,7 +36,6 @@ import json
 from typing import Any, Iterable, Mapping
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, TableSpec, Warehouse
@@ -117,17 +116,10 @@ def _is_ingest(job: str | None, ingest_job: str) -> bool:
 
 
 def _delete(spark: SparkSession, warehouse: Warehouse, spec: TableSpec, where: str, commit: CommitInfo) -> None:
-    """Delete the rows matching ``where``, rewriting only the partitions that hold them."""
-    rows = warehouse.read(spec).where(F.expr(where))
-    partitions = None
-    if spec.partition_by:
-        held = rows.select(*spec.partition_by).distinct().collect()  # one row per partition
-        if not held:
-            return
-        partitions = {column: sorted({r[column] for r in held}) for column in spec.partition_by}
-    elif rows.isEmpty():
-        return
-    warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where, partitions=partitions)
+    """Delete the rows matching ``where``. The storage module rewrites only the files that hold such
+    rows (it finds them itself), and commits even when there are none, so the bronze commit always
+    records the discard."""
+    warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where)
 
 
 def _sql_string(value: str) -> str:
