@@ -58,6 +58,9 @@ case "$master" in
 esac
 
 export NSREPLAY_UNDER_SPARK_SUBMIT=1
+# The JVMs log warnings and errors to stderr, not into the job's stdout (nsreplay/jvm_logging.py);
+# a configuration the user named in the environment is kept.
+export LOG4J_CONFIGURATION_FILE="${LOG4J_CONFIGURATION_FILE:-$NSREPLAY_ROOT/conf/base/log4j2.properties}"
 export SPARK_HOME="${SPARK_HOME:-$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 cd "$NSREPLAY_ROOT"
 # spark-submit runs the job's Python with its stderr merged into stdout (PythonRunner), so the job

@@ -50,7 +50,8 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
     directly (``nsreplay ingest``, tests, notebooks), it applies ``conf/<base,env>/spark-defaults.conf``,
     then ``conf`` (settings of this one session, e.g. a benchmark's event log), and, when this
     starts the JVM on a local master, nsreplay's local file system (:mod:`nsreplay.local_fs`) and
-    the driver's class archive (:mod:`nsreplay.jvm_archive`).
+    the driver's class archive (:mod:`nsreplay.jvm_archive`). A JVM it starts logs to stderr
+    (:mod:`nsreplay.jvm_logging`).
     """
     from pyspark.sql import SparkSession
 
@@ -59,11 +60,12 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
         return SparkSession.builder.appName(app_name).getOrCreate()
     from pyspark import SparkContext
 
-    from nsreplay import jvm_archive, local_fs
+    from nsreplay import jvm_archive, jvm_logging, local_fs
 
     builder = SparkSession.builder.appName(app_name)
     settings_conf = {**read_spark_defaults(settings.spark_defaults_files()), **(conf or {})}
     if SparkContext._gateway is None:  # the JVM starts now, so it can get nsreplay's local file system
+        jvm_logging.configure()
         settings_conf.update(local_fs.session_conf(master, settings_conf))
         settings_conf.update(jvm_archive.session_conf(master, settings_conf))
     for key, value in settings_conf.items():

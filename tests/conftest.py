@@ -28,8 +28,9 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-P
         if key not in ("spark.master", "spark.driver.memory"):
             builder = builder.config(key, value)
     builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "2g")
-    from nsreplay import jvm_archive, local_fs
+    from nsreplay import jvm_archive, jvm_logging, local_fs
 
+    jvm_logging.configure()
     started = local_fs.session_conf("local[2]", {})  # as every local job gets it
     started.update(jvm_archive.session_conf("local[2]", started))
     for key, value in started.items():
