@@ -94,10 +94,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (``python -m nsreplay.generator.cli``)."""
-    parser = argparse.ArgumentParser(prog="nsreplay generate")
-    _add_arguments(parser)
-    return run(parser.parse_args(argv))
+    """Standalone entry (``python -m nsreplay.generator.cli``): failures and usage errors as the
+    ``nsreplay`` command reports them (one line on stderr; exit 2 for usage)."""
+    from nsreplay.runtime import ArgumentParser, guarded
+
+    def parse_and_run(args: list[str] | None) -> int:
+        parser = ArgumentParser(prog="nsreplay generate")
+        _add_arguments(parser)
+        return run(parser.parse_args(args))
+
+    return guarded(parse_and_run)(None if argv is None else list(argv))
 
 
 if __name__ == "__main__":
