@@ -29,7 +29,7 @@ from nsreplay.storage.errors import (
 )
 from nsreplay.storage.native_backend import native_delta_available
 from nsreplay.storage.spec import CommitInfo, DataFile, TableSpec, app_transaction_id, schema_differences
-from nsreplay.storage.warehouse import BACKENDS, Warehouse
+from nsreplay.storage.warehouse import BACKENDS, Warehouse, sql_string
 
 __all__ = [
     "BACKENDS",
@@ -50,5 +50,6 @@ __all__ = [
     "native_delta_available",
     "partition_value",
     "schema_differences",
+    "sql_string",
     "to_arrow_schema",
 ]

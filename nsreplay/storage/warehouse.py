@@ -473,7 +473,8 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal, for the ``where`` predicates callers pass in."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -484,7 +485,7 @@ def _partition_predicate(partitions: Mapping[str, tuple[str | None, ...]]) -> st
         terms = []
         strings = [v for v in values if v is not None]
         if strings:
-            terms.append(f"CAST({_quote(column)} AS STRING) IN ({', '.join(_sql_string(v) for v in strings)})")
+            terms.append(f"CAST({_quote(column)} AS STRING) IN ({', '.join(sql_string(v) for v in strings)})")
         if None in values:
             terms.append(f"{_quote(column)} IS NULL")
         conjuncts.append("(" + " OR ".join(terms) + ")")

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping
 from pyspark.sql import SparkSession
 
 from nsreplay.runtime import local_frame
-from nsreplay.storage import CommitInfo, TableSpec, Warehouse
+from nsreplay.storage import CommitInfo, TableSpec, Warehouse, sql_string
 from schemas.bronze import CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE
 
@@ -87,7 +87,7 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
     # discard by the same run id (of other runs) is a new commit
     job = f"{DISCARD_JOB}:{hashlib.sha256(listed.encode()).hexdigest()[:16]}"
     commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
-    where = "run_id IN (" + ", ".join(_sql_string(r) for r in abandoned) + ")"
+    where = "run_id IN (" + ", ".join(sql_string(r) for r in abandoned) + ")"
     # bronze last: its discard commit is what marks these runs as discarded (abandoned_runs)
     for spec in (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW):
         _delete(spark, warehouse, spec, where, commit)
@@ -120,10 +120,6 @@ def _delete(spark: SparkSession, warehouse: Warehouse, spec: TableSpec, where: s
     rows (it finds them itself), and commits even when there are none, so the bronze commit always
     records the discard."""
     warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where)
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 __all__ = ["DISCARD_JOB", "abandoned_runs", "commit_job", "discard_abandoned"]
