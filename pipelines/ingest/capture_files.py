@@ -2,8 +2,9 @@
 
 Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3a://`` or ``s3://``, …) go through
 ``pyarrow.fs`` (:func:`nsreplay.storage.filesystem.arrow_filesystem`), so a capture on any filesystem
-pyarrow reaches can be read by the executors. Hidden files and files whose
-name starts with ``_`` (manifests, markers) are skipped in directories.
+pyarrow reaches can be read by the executors. In a directory, files and folders whose name starts
+with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
+reads every file it matches.
 """
 
 from __future__ import annotations
@@ -37,8 +38,12 @@ def _local(path: str) -> str:
     return path[len("file://") :] if path.startswith("file://") else path
 
 
+def _hidden(name: str) -> bool:
+    return name.startswith((".", "_"))
+
+
 def _wanted(name: str) -> bool:
-    return not name.startswith((".", "_")) and name.endswith(CAPTURE_SUFFIXES)
+    return not _hidden(name) and name.endswith(CAPTURE_SUFFIXES)
 
 
 def list_capture_files(spec: str) -> list[CaptureFile]:
@@ -50,9 +55,10 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
         # A directory os.walk cannot list is kept as a path of its own: reading it fails, so its
         # unreadable_file line says what was not read instead of the files inside vanishing.
         unlisted: list[str] = []
-        paths = [
-            os.path.join(d, n) for d, _, names in os.walk(spec, onerror=lambda e: unlisted.append(e.filename)) for n in names if _wanted(n)
-        ]
+        paths = []
+        for d, dirs, names in os.walk(spec, onerror=lambda e: unlisted.append(e.filename)):
+            dirs[:] = [n for n in dirs if not _hidden(n)]  # not entered, like such files are not read
+            paths += [os.path.join(d, n) for n in names if _wanted(n)]
         paths += unlisted
     elif os.path.isfile(spec):
         paths = [spec]
@@ -82,7 +88,11 @@ def _list_remote(spec: str) -> list[CaptureFile]:
     if info.type == pafs.FileType.File:
         infos = [info]
     elif info.type == pafs.FileType.Directory:
-        infos = [i for i in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if i.is_file and _wanted(i.base_name)]
+        infos = [
+            i
+            for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+            if i.is_file and _wanted(i.base_name) and not any(_hidden(part) for part in _relative_parts(root, i.path)[:-1])
+        ]
     else:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     if not infos:
@@ -91,6 +101,11 @@ def _list_remote(spec: str) -> list[CaptureFile]:
         (CaptureFile(f"{scheme}://{i.path}", i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
         key=lambda f: f.path,
     )
+
+
+def _relative_parts(root: str, path: str) -> list[str]:
+    """The names on the way from ``root`` down to ``path`` (``path`` is below ``root``)."""
+    return path[len(root.rstrip("/")) :].strip("/").split("/")
 
 
 def open_capture(path: str) -> BinaryIO:

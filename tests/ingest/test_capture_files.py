@@ -11,7 +11,7 @@ import pytest
 from nsreplay.config import load_settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
-from pipelines.ingest.capture_files import CaptureFile, CaptureNotFoundError, list_capture_files, open_capture
+from pipelines.ingest.capture_files import CaptureFile, CaptureNotFoundError, _list_remote, list_capture_files, open_capture
 from pipelines.ingest.capture_reader import read_capture_file
 from pipelines.ingest.run import _already_ingested, run_ingest
 from schemas.bronze import INGEST_FILES
@@ -19,6 +19,20 @@ from schemas.bronze import INGEST_FILES
 
 def read(path: str) -> list:
     return list(read_capture_file(path, open_capture, max_line_bytes=1000, keep_bytes=100))
+
+
+@pytest.mark.parametrize("how", ["local", "pyarrow"])
+def test_files_and_folders_whose_names_start_with_a_dot_or_underscore_are_skipped(tmp_path, how) -> None:
+    """``_tmp/`` and ``.partial/`` are where files are written before they are moved in."""
+    for rel in ("a/x.jsonl", "a/b/y.jsonl.gz", "_tmp/z.jsonl", ".partial/w.jsonl", "a/_c/v.jsonl", "a/_u.jsonl", "a/.p.jsonl", "top.jsonl"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text('{"a":1}\n')
+    # the pyarrow listing serves URIs with a scheme (hdfs://, s3://); file:// reaches it here
+    listed = list_capture_files(str(tmp_path)) if how == "local" else _list_remote(f"file://{tmp_path}")
+    assert [os.path.relpath(f.path.removeprefix("file://"), tmp_path) for f in listed] == ["a/b/y.jsonl.gz", "a/x.jsonl", "top.jsonl"]
+    # a glob reads what it matches, as documented
+    matched = list_capture_files(str(tmp_path / "a" / "*.jsonl"))
+    assert sorted(os.path.basename(f.path) for f in matched) == ["_u.jsonl", "x.jsonl"]
 
 
 def test_links_that_lead_nowhere_and_fifos_are_listed_and_read_as_unreadable(tmp_path) -> None:
