@@ -16,7 +16,7 @@ state, hence ``max_active_runs=1`` and ``depends_on_past``. See docs/operations.
 
 Settings. At parse time (environment of the DAG processor/scheduler; no database access):
 ``NSREPLAY_SCHEDULE`` (cron or preset, default ``@hourly``), ``NSREPLAY_START_DATE`` (ISO-8601, start
-of the first window, default 2024-11-21T00:00:00+00:00), ``NSREPLAY_POOL`` (default ``default_pool``).
+of the first window, default 2024-11-20T23:00:00+00:00: strictly before the demo capture's first record), ``NSREPLAY_POOL`` (default ``default_pool``).
 At run time each setting is the first non-empty of: the DAG run's params (trigger conf), the key of
 the JSON Airflow Variable ``nsreplay``, the environment at parse time, the default:
 
@@ -54,7 +54,7 @@ DAG_ID = "nsreplay_routes"
 # Explicit data-interval timetable: on Airflow 3 a plain cron string means CronTriggerTimetable, whose
 # runs have an empty interval (start == end) - useless for windows.
 SCHEDULE = CronDataIntervalTimetable(os.environ.get("NSREPLAY_SCHEDULE", "@hourly"), timezone="UTC")
-START_DATE = datetime.fromisoformat(os.environ.get("NSREPLAY_START_DATE", "2024-11-21T00:00:00+00:00").replace("Z", "+00:00"))
+START_DATE = datetime.fromisoformat(os.environ.get("NSREPLAY_START_DATE", "2024-11-20T23:00:00+00:00").replace("Z", "+00:00"))
 if START_DATE.tzinfo is None:
     START_DATE = START_DATE.replace(tzinfo=timezone.utc)
 
