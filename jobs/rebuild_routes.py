@@ -18,6 +18,7 @@ Expectations on what that run wrote), ``publish``. A thin shell: every step live
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -126,6 +127,8 @@ def rebuild(spark, settings, args: argparse.Namespace, captures: str, warehouse_
     print(f"  .venv/bin/python -c \"from nsreplay.history import PublishedHistory as H; h = H('{warehouse_root}'); "
           f"print(h.route_at('{example_ns}', 'TBW102', {replay.window_to}).body)\"")
     print("  SQL views and more examples: notebooks/README.md")
+    print("serve it (HTTP on 127.0.0.1:8080; add --remoting-port 9876 --namesrv NS for RocketMQ clients):")
+    print(f"  .venv/bin/nsreplay serve --warehouse {shlex.quote(warehouse_root)}")
     return 0
 
 

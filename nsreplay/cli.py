@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from nsreplay.runtime import ArgumentParser, guarded
+
+
+class NotAWarehouseError(FileNotFoundError):
+    """The ``--warehouse`` path holds no nsreplay warehouse."""
 
 
 def _add_ingest(sub: argparse._SubParsersAction) -> None:
@@ -188,11 +193,18 @@ def _run_stale(args: argparse.Namespace) -> int:
     from nsreplay.runtime import build_spark, format_ms, resolve_path
     from nsreplay.storage import Warehouse
     from pipelines.replay.stale import open_stale
+    from schemas.gold import PUBLISH_LOG
 
     settings = load_settings()
+    root = resolve_path(args.warehouse)
+    if "://" not in root and not os.path.isdir(root):  # a mistyped path must not read as "nothing stale"
+        raise NotAWarehouseError(f"{root}: no such directory")
     spark = build_spark(settings, "nsreplay-stale")
     try:
-        stale = open_stale(Warehouse(resolve_path(args.warehouse), spark, settings.warehouse.backend))
+        warehouse = Warehouse(root, spark, settings.warehouse.backend)
+        if not warehouse.exists(PUBLISH_LOG):
+            raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (it has no {PUBLISH_LOG.name})")
+        stale = open_stale(warehouse)
     finally:
         spark.stop()
     if not stale:

@@ -23,6 +23,7 @@ duplicate. Counts always reconcile: ``lines_read = accepted + duplicates + quara
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -87,6 +88,7 @@ class IngestResult:
     stages: dict[str, float] = field(default_factory=dict)
     stale: tuple[StaleWindow, ...] = ()
     discarded: tuple[str, ...] = ()  # abandoned runs whose rows this run deleted first (pipelines.ingest.abandoned)
+    warehouse: str = ""  # the warehouse root, for the commands the messages suggest
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
@@ -97,7 +99,8 @@ class IngestResult:
         windows = len({(s.window_from, s.window_to) for s in self.stale})
         return (
             f"late data: {windows} published window(s) between {first} and {last} are stale (gold.stale_windows); "
-            f"re-run them and every window after them, in order: nsreplay backfill --warehouse <dir> --from {first}"
+            f"re-run them and every window after them, in order: "
+            f"nsreplay backfill --warehouse {shlex.quote(self.warehouse) if self.warehouse else '<dir>'} --from {first}"
         )
 
     def summary(self) -> str:
@@ -270,6 +273,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             stages=clock.laps,
             stale=stale,
             discarded=discarded,
+            warehouse=warehouse.root,
         )
         run_row = [(
             run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,

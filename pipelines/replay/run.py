@@ -173,8 +173,8 @@ def resolve_start(after: int | None, origins: Mapping[str, int], ends: Mapping[i
         have = ", ".join(str(t) for t in sorted(ends)[-3:]) or "none"
         raise MissingPredecessorError(
             f"no published replay state at {after}: the window ending there has not been published "
-            f"(latest published window ends: {have}); run that window first, or pass --from-last-good "
-            f"to replay from the last published state before it"
+            f"(the latest published window ends at or before it: {have}); run that window first, or run "
+            f"jobs/rebuild_routes.py with --from-last-good to replay from the last published state before it"
         )
     for t in sorted((t for t in ends if t < after), reverse=True):
         if complete(t):

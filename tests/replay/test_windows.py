@@ -190,7 +190,7 @@ def test_late_file_is_detected_and_backfill_repairs_the_history(spark, without_l
     expected = {(ns, w_from, w_to) for ns in late_ns for w_from, w_to in [(windows[0], windows[1]), (windows[1], windows[2])]}
     assert {(s.namesrv, s.window_from, s.window_to) for s in ingest.stale} == expected
     assert {(s.namesrv, s.window_from, s.window_to) for s in open_stale(warehouse)} == expected
-    assert "nsreplay backfill" in ingest.late_data()
+    assert ingest.late_data().endswith(f"nsreplay backfill --warehouse {warehouse.root} --from {windows[0]}")
 
     results = run_backfill(spark, warehouse, load_settings(), "backfill", start=cuts["restart"])
     assert [(r.resumed_from, r.window_to) for r in results] == [(windows[0], windows[1]), (windows[1], windows[2])]
