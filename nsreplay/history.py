@@ -3,7 +3,7 @@
     history = PublishedHistory("warehouse")
     history.coverage()                                  # what the warehouse covers, per NameServer
     snap = history.snapshot_at("10.0.0.10:9876", t)     # nsreplay.model.Snapshot: the five tables
-    answer = history.route_at("10.0.0.10:9876", "orders", t, request_version=401)
+    answer = history.route_at("10.0.0.10:9876", "TBW102", t, request_version=401)
 
 Only table versions named by the latest ``gold.publish_log`` row are read, so a run that has not
 published (or failed half way) is invisible. "State at t" is the state after every record with

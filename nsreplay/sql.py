@@ -4,14 +4,16 @@
     register_views(spark, "warehouse")
     spark.sql("SELECT * FROM topic_queue WHERE alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))")  # see below
 
-``register_views`` registers one temporary view per gold table, read at the version named by the
-latest publish row (never a half-written run), plus convenience views:
+``register_views`` registers a temporary view for each published gold table below (not
+``replay_state``, ``replay_runs`` or ``stale_windows``), read at the version named by the latest publish
+row (never a half-written run; ``publish_log`` and ``capture_lines`` are read at their latest version),
+plus convenience views:
 
 * ``topic_routes``   – topicQueueTable intervals joined with the BrokerData valid at the same time;
 * ``route_changes``  – the change log;
 * ``coverage``       – per NameServer, the covered range ``[covered_from, covered_to]`` (epoch ms,
   inclusive) and profile, as the Python API and the shim know it;
-* ``scan_ticks``, ``namesrv_epochs``, ``route_fidelity``, ``publish_log``;
+* ``scan_ticks``, ``namesrv_epochs``, ``keyframes``, ``route_fidelity``, ``publish_log``;
 * ``topic_queue``, ``broker_addr``, ``cluster_addr``, ``broker_live``, ``filter_server``,
   ``order_topic`` – the interval tables;
 * ``capture_lines`` – every ingested capture line exactly as read (bronze keeps a repeated body
@@ -23,7 +25,7 @@ valid_to, t)`` says exactly that, and ``ms('2024-11-21T03:12:05Z')`` turns ISO-8
 
     SELECT namesrv, broker_name, perm, read_queue_nums, write_queue_nums
     FROM topic_queue
-    WHERE topic = 'orders' AND alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))
+    WHERE topic = 'order-paid-0008' AND alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))
 
 Outside a NameServer's covered range its state is unknown (the Python API raises
 ``OutsideCoverageError``, the shim answers 404). So that a query cannot show a state there, the
