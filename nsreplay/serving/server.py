@@ -12,17 +12,22 @@ asyncio event loop, over the latest published run of a warehouse.
   assignment. Requests take the reference once, so those in flight finish on the old index and
   none is dropped; a failed rebuild is reported on stderr and the old index keeps serving.
 * SIGINT/SIGTERM: stop listening, finish, exit 0.
+* A request aiohttp cannot parse (a line too long, a bad header) is answered 400 and logged on
+  stderr as one line, without aiohttp's traceback: it is the client's error, and a scanner sending
+  junk must not fill the log with tracebacks. A failure of nsreplay's own handlers keeps its traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from nsreplay.runtime import UsageError, format_ms
 from nsreplay.serving.http_api import make_app
@@ -42,6 +47,25 @@ class ServeOptions:
     namesrv: str | None = None
     as_of: int | None = None
     reload_interval: float = 5.0
+
+
+class _MalformedRequestsOnOneLine(logging.Filter):
+    """Turns aiohttp's record of a request it could not parse into one warning line (see the module
+    docstring); every other record passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            reason = " ".join(str(exc.message).split())[:200]
+            record.msg, record.args = f"nsreplay serve: answered {exc.code} to a malformed request: %s (%s)", (record.getMessage(), reason)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+#: The logger of aiohttp's request handlers in ``nsreplay serve``.
+HTTP_SERVER_LOG = logging.getLogger("nsreplay.serving.http")
+HTTP_SERVER_LOG.addFilter(_MalformedRequestsOnOneLine())
 
 
 def publish_version(root: str) -> int | None:
@@ -128,7 +152,7 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_
     remoting = _check_remoting(options, index) if options.remoting_port is not None else None
     stop = stop or asyncio.Event()
 
-    runner = web.AppRunner(make_app(holder.get), access_log=None, handle_signals=False)
+    runner = web.AppRunner(make_app(holder.get), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG)
     await runner.setup()
     remoting_server: asyncio.AbstractServer | None = None
     watcher: asyncio.Task[None] | None = None

@@ -176,3 +176,31 @@ def test_openapi_document_describes_every_endpoint(http):
     assert set(doc["paths"]) == {"/v1/namesrvs", "/v1/route/{topic}", "/v1/cluster", "/v1/topics", "/v1/tables/{table}", "/v1/history/route/{topic}", "/openapi.json"}
     for path, item in doc["paths"].items():
         assert {"200", "400", "404", "405"} <= set(item["get"]["responses"]), path
+
+
+def _raw_request(url: str, request: bytes) -> bytes:
+    """Send ``request`` as is on a fresh connection; the first bytes of the answer."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    with socket.create_connection((where.hostname, where.port), timeout=10) as conn:
+        conn.sendall(request)
+        return conn.recv(200)
+
+
+def test_a_malformed_request_is_answered_400_and_logged_on_one_line(demo_root, start_serve):
+    served = start_serve(demo_root, "--reload-interval", "0")
+    try:
+        too_long = b"GET /v1/route/" + b"A" * 10_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        bad_header = b"GET /v1/namesrvs HTTP/1.1\r\nHost: x\r\nBad Header: \x01\r\n\r\n"
+        for request in (too_long, bad_header):
+            status_line = _raw_request(served.url, request).split(b"\r\n", 1)[0]
+            assert status_line in (b"HTTP/1.0 400 Bad Request", b"HTTP/1.1 400 Bad Request"), status_line
+        assert requests.get(served.url + "/v1/namesrvs", timeout=10).status_code == 200  # still serving
+    finally:
+        assert served.stop() == 0
+    err = served.process.stderr.read()
+    logged = [line for line in err.splitlines() if "malformed request" in line]
+    assert len(logged) == 2 and "Traceback" not in err, err[-3000:]
+    assert all(line.startswith("nsreplay serve: answered 400 to a malformed request: Error handling request from 127.0.0.1") for line in logged)
