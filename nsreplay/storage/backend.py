@@ -8,10 +8,12 @@ hands a backend fully prepared requests. A backend only talks to its engine.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
+import threading
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from nsreplay.storage.spec import DataFile, TableSpec
 
@@ -80,6 +82,20 @@ class WriteRequest:
     partitions: Mapping[str, tuple[str | None, ...]] | None = None
 
 
+@dataclass(frozen=True)
+class RestoreRequest:
+    """One prepared restore: make the table at ``location`` hold the files of ``version`` again (a
+    version before the latest), in one commit that writes no data. ``app_id``, ``txn_version``,
+    ``user_metadata`` and ``write_id`` are as for :class:`WriteRequest`."""
+
+    location: TableLocation
+    version: int
+    app_id: str
+    txn_version: int
+    user_metadata: str
+    write_id: str
+
+
 class Backend(abc.ABC):
     """One Delta engine. Methods take prepared arguments; the warehouse validated them already."""
 
@@ -124,6 +140,11 @@ class Backend(abc.ABC):
         """Commit ``request`` as one transaction; the new version, or ``None`` if ``app_id`` was already there."""
 
     @abc.abstractmethod
+    def restore(self, request: RestoreRequest) -> int | None:
+        """Commit ``request`` (Delta's RESTORE: removes and re-adds files, copies no data); the new
+        version, or ``None`` if ``app_id`` was already there."""
+
+    @abc.abstractmethod
     def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
         """The table at ``version`` (``None``: latest) with exactly ``spec``'s columns, in spec order."""
 
@@ -139,3 +160,32 @@ def spark_of(spark: "SparkSession | None") -> "SparkSession":
     if spark is None:
         raise StorageError("this operation needs a SparkSession; the Warehouse was created with spark=None")
     return spark
+
+
+_SESSION_CONF_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[None]:
+    """Set SQL confs for the duration of a write (or a restore), restoring the previous values afterwards.
+
+    SQL confs are shared by the session's threads, so writes that need some are serialized (a
+    process-wide lock); writes that need none do not wait."""
+    if not settings:
+        yield
+        return
+    with _SESSION_CONF_LOCK:
+        previous: dict[str, str | None] = {}
+        for key, value in settings.items():
+            current = spark.conf.get(key, None)
+            if current != value:
+                previous[key] = current
+                spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)

@@ -16,6 +16,10 @@ How a write works:
    makes it fail (``ConcurrentCommitError``), never half-apply.
 6. The staging directory is removed (also on failure, together with moved but uncommitted files).
 
+A restore is delta-rs's own ``DeltaTable.restore`` (one commit of removes and re-adds, the same
+commit metadata and ``txn`` action as a write; it also brings back that version's schema, which
+:meth:`Warehouse.restore` then extends to the spec again).
+
 Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/storage):
 
 * ``AddAction.path`` and ``RemoveAction.path`` take the path **as on storage** (e.g.
@@ -39,11 +43,10 @@ import datetime as _dt
 import json
 import logging
 import os
-import threading
 import time
 import urllib.parse
 import uuid
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -56,7 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nsreplay.storage.arrow_types import to_arrow_schema
-from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.spec import DataFile, TableSpec, contains_timestamp, nullable_schema
@@ -235,12 +238,38 @@ class DeltaRsBackend(Backend):
             _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
         return self._committed_version(location, request.write_id, read_version)
 
+    def restore(self, request: RestoreRequest) -> int | None:
+        location = request.location
+        table = self._open(location)  # the read snapshot of this transaction
+        read_version = table.version()
+        if table.transaction_version(request.app_id) is not None:
+            return None
+        try:
+            table.restore(
+                request.version,
+                commit_properties=CommitProperties(
+                    custom_metadata={"userMetadata": request.user_metadata},
+                    app_transactions=[Transaction(request.app_id, request.txn_version)],
+                ),
+            )
+        except CommitFailedError as exc:
+            if self.committed(location, request.app_id):
+                log.info("table at %s: restore %s was committed concurrently by another writer", location.uri, request.app_id)
+                return None
+            raise ConcurrentCommitError(
+                f"table at {location.uri}: a concurrent commit conflicts with the restore of version {request.version} "
+                f"(read at version {read_version}); nothing was committed, re-run it. ({exc})"
+            ) from exc
+        except DeltaError as exc:  # e.g. a file of that version was vacuumed since
+            raise StorageError(f"cannot restore the table at {location.uri} to version {request.version}: {exc}") from exc
+        return self._committed_version(location, request.write_id, read_version)
+
     def _stage(self, spark: "SparkSession", data: "DataFrame", spec: TableSpec, target: str) -> None:
         writer = data.write.mode("errorifexists").option("compression", "zstd").options(**spec.parquet_options())
         if spec.partition_by:
             writer = writer.partitionBy(*spec.partition_by)
         settings = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"} if contains_timestamp(spec.schema) else {}
-        with _session_conf(spark, settings):
+        with session_conf(spark, settings):
             writer.parquet(target)
 
     def _committed_version(self, location: TableLocation, write_id: str, read_version: int) -> int:
@@ -396,32 +425,3 @@ def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list
         # directory keeps it alive).
         with contextlib.suppress(OSError):
             os.rmdir(os.path.join(root, STAGING_DIR))
-
-
-_SESSION_CONF_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[None]:
-    """Set SQL confs for the duration of a write, restoring the previous values afterwards.
-
-    SQL confs are shared by the session's threads, so writes that need some are serialized (a
-    process-wide lock); writes that need none do not wait."""
-    if not settings:
-        yield
-        return
-    with _SESSION_CONF_LOCK:
-        previous: dict[str, str | None] = {}
-        for key, value in settings.items():
-            current = spark.conf.get(key, None)
-            if current != value:
-                previous[key] = current
-                spark.conf.set(key, value)
-        try:
-            yield
-        finally:
-            for key, value in previous.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)

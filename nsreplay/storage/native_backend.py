@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import TableNotFoundError
 from nsreplay.storage.spec import DataFile, TableSpec
 
@@ -177,6 +177,13 @@ class NativeDeltaBackend(Backend):
             log.info("table %s: write %s skipped by delta-spark (app id %s already committed)",
                      spec.name, request.write_id, request.app_id)
         return version
+
+    def restore(self, request: RestoreRequest) -> int | None:
+        table = self._for_path(request.location)
+        # delta-spark's RESTORE takes no writer options: the commit metadata comes from the session
+        with session_conf(self._spark, {"spark.databricks.delta.commitInfo.userMetadata": request.user_metadata}):
+            table.restoreToVersion(request.version)
+        return self._find_in_history(request.location, request.write_id)
 
     def _find_in_history(self, location: TableLocation, needle: str) -> int | None:
         if not self.exists(location):

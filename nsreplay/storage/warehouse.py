@@ -13,6 +13,7 @@ Example::
     wh.overwrite(EVENTS, fixed, CommitInfo(run_id="r7", job="repair"),
                  partitions={"namesrv": "10.0.0.1:9876", "date": "2024-11-21"})
     wh.read(EVENTS, version=v)                             # time travel
+    wh.restore(EVENTS, v, CommitInfo(run_id="r8", job="undo"))  # latest reads as v again; no data copied
     wh.files(EVENTS)                                       # for Spark-free readers
 """
 
@@ -30,7 +31,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, spark_of
 from nsreplay.storage.errors import (
     BackendUnavailableError,
     PredicateViolationError,
@@ -310,6 +311,54 @@ class Warehouse:
         if version is None:  # skipped before anything ran: the observation never fires
             return None, df.count()
         return version, int(observation.get["rows"])
+
+    def restore(self, spec: TableSpec, version: int, commit: CommitInfo) -> int | None:
+        """Make the table's rows those of ``version`` again, in one commit that copies no data.
+
+        Delta's RESTORE: the commit removes the files added since ``version`` and adds back the ones
+        removed since, so its cost does not grow with the table. Readers of any version see what they
+        saw before; the latest version reads as ``version`` did. The table's schema stays the spec's:
+        columns :meth:`ensure` added after ``version`` are added again (one more commit), and rows of
+        that version read them as NULL.
+
+        Returns the new version, or ``None`` when nothing was committed: ``version`` is the latest
+        already, or this (``commit.job``, ``commit.run_id``) was committed before (idempotent, as for
+        :meth:`append`). The history shows the commit with ``mode`` ``"restore"`` and operation
+        ``"RESTORE"``. :class:`TableNotFoundError` / :class:`VersionNotFoundError` if the table or
+        version does not exist; :class:`StorageError` if a file of ``version`` is gone (vacuumed);
+        :class:`ConcurrentCommitError` if a concurrent commit conflicts (nothing committed).
+        """
+        _check_spec(spec)
+        _check_commit(commit)
+        if version is None:
+            raise ValueError("version must be a non-negative int, got None")
+        _check_version(version)
+        location = self._existing(spec)
+        latest = self._backend.version(location)
+        if version > latest:
+            raise VersionNotFoundError(f"table {spec.name!r} has no version {version} (latest is {latest})")
+        if version == latest:
+            return None
+        if self._backend.committed(location, commit.app_id):
+            log.info("table %s: run %r of job %r already committed; skipping", spec.name, commit.run_id, commit.job)
+            return None
+        write_id = uuid.uuid4().hex
+        metadata = commit.to_metadata()
+        metadata.update({"mode": "restore", "predicate": None, "write_id": write_id, "restored_version": version})
+        restored = self._backend.restore(
+            RestoreRequest(
+                location=location,
+                version=version,
+                app_id=commit.app_id,
+                txn_version=TXN_VERSION,
+                user_metadata=json.dumps(metadata, sort_keys=True, separators=(",", ":")),
+                write_id=write_id,
+            )
+        )
+        if restored is not None:
+            log.info("table %s: restored version %d as version %d (run %r, job %r)", spec.name, version, restored, commit.run_id, commit.job)
+            self.ensure(spec)  # RESTORE also brings back that version's schema
+        return restored
 
     def _write(
         self,

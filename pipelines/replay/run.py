@@ -186,16 +186,19 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
     """Put back the published version of every gold table another run wrote since without publishing
     (its quality check failed, or it was killed). This run replaces only its own slice, and its publish
     names whole table versions, so it would otherwise publish that run's rows too. This run's own
-    earlier writes (a retry of the same run id) are kept: its repeated writes are skipped."""
+    earlier writes (a retry of the same run id) are kept: its repeated writes are skipped. A Delta
+    restore: no data is rewritten, however long the history the tables hold."""
     if published is None:
         return
     for spec in REPLAY_TABLES:
         version = published.versions.get(spec.name)
-        if version is None or warehouse.version(spec) == version:
+        latest = warehouse.version(spec)
+        if version is None or latest is None or latest == version:
             continue
-        if all(c["run_id"] == run_id for c in warehouse.history(spec) if c["version"] > version):
+        since = warehouse.history(spec, limit=latest - version)  # exactly the commits after the published one
+        if all(c["run_id"] == run_id for c in since):
             continue
-        warehouse.overwrite(spec, warehouse.read(spec, version=version), CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
+        warehouse.restore(spec, version, CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
 
 
 # ---------------------------------------------------------------------------------- stage 1: replay

@@ -114,3 +114,15 @@ def test_native_overwrite_time_travel_and_history(spark, native: Warehouse) -> N
     assert [h["version"] for h in history] == [3, 2, 1, 0]
     assert (history[2]["run_id"], history[2]["job"], history[2]["window_from"], history[2]["window_to"]) == ("r1", "ingest", 1, 2)
     assert history[1]["mode"] == "overwrite" and history[1]["job"] == "repair"
+
+
+def test_native_restore_is_one_commit_and_idempotent(spark, native: Warehouse) -> None:
+    native.append(EVENTS, events(spark, ROWS[:2]), CommitInfo(run_id="r1", job="ingest"))
+    native.append(EVENTS, events(spark, ROWS[2:]), CommitInfo(run_id="r2", job="replay"))
+    fix = CommitInfo(run_id="r3", job="replay/discard-unpublished")
+    assert native.restore(EVENTS, 1, fix) == 3
+    same(native.read(EVENTS), events(spark, ROWS[:2]))
+    newest = native.history(EVENTS, limit=1)[0]
+    assert (newest["operation"], newest["mode"], newest["run_id"], newest["job"]) == ("RESTORE", "restore", "r3", fix.job)
+    assert native.restore(EVENTS, 1, fix) is None
+    assert native.version(EVENTS) == 3

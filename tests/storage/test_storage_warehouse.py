@@ -646,3 +646,53 @@ def test_warehouse_without_spark_handles_metadata_but_not_data(warehouse_root: s
         wh.read(EVENTS)
     with pytest.raises(BackendUnavailableError):
         Warehouse(warehouse_root, None, backend="delta-spark")
+
+
+# -- restore -----------------------------------------------------------------------------------------
+
+
+def test_restore_brings_back_a_version_in_one_commit_that_writes_no_data(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:4]), commit("r1"))
+    wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("r2", job="replay"), partitions={"date": "2024-11-21"})
+    wh.append(EVENTS, events(spark, ROWS[4:]), commit("r3", job="replay"))
+    files_before = stored_files(wh.path(EVENTS))
+    assert wh.restore(EVENTS, 1, commit("r4", job="replay/discard-unpublished")) == 4
+    assert_same(wh.read(EVENTS), events(spark, ROWS[:4]))
+    assert relative_files(wh, 4) == relative_files(wh, 1)  # the very files of version 1, re-added
+    assert stored_files(wh.path(EVENTS)) == files_before  # and no data file written
+    assert_same(wh.read(EVENTS, version=3), events(spark, ROWS[:1] + [ROWS[2]] + ROWS[4:]))  # history kept
+    newest = wh.history(EVENTS, limit=1)[0]
+    assert (newest["version"], newest["operation"], newest["mode"], newest["run_id"], newest["job"]) == (
+        4, "RESTORE", "restore", "r4", "replay/discard-unpublished")
+    assert wh.committed(EVENTS, commit("r4", job="replay/discard-unpublished"))
+
+
+def test_restore_is_idempotent_per_run_and_refuses_a_missing_version(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:2]), commit("r1"))
+    wh.append(EVENTS, events(spark, ROWS[2:]), commit("r2"))
+    assert wh.restore(EVENTS, 1, commit("fix")) == 3
+    wh.append(EVENTS, events(spark, ROWS[5:]), commit("r3"))
+    assert wh.restore(EVENTS, 1, commit("fix")) is None  # this run restored once already: nothing more
+    assert wh.version(EVENTS) == 4
+    assert_same(wh.read(EVENTS), events(spark, ROWS[:2] + ROWS[5:]))
+    assert wh.restore(EVENTS, 4, commit("other")) is None  # already that version
+    with pytest.raises(VersionNotFoundError, match="no version 9"):
+        wh.restore(EVENTS, 9, commit("other"))
+    with pytest.raises(ValueError, match="non-negative int"):
+        wh.restore(EVENTS, None, commit("other"))  # type: ignore[arg-type]
+    with pytest.raises(TableNotFoundError):
+        wh.restore(NESTED, 0, commit("other"))
+    assert wh.version(EVENTS) == 4
+
+
+def test_restore_to_a_version_before_a_new_column_keeps_the_column(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:2]), commit("r0"))
+    grown = TableSpec(EVENTS.name, T.StructType(EVENTS.schema.fields + [T.StructField("body_ref", T.StringType(), True)]),
+                      partition_by=EVENTS.partition_by)
+    wh.ensure(grown)  # version 2 adds the column
+    wh.append(grown, spark.createDataFrame([("10.0.0.1:9876", D2, 9, 103, "z", "ref-1")], grown.schema), commit("r1"))
+    assert wh.restore(grown, 1, commit("fix")) == 4
+    assert wh.version(grown) == 5  # the column, added back
+    assert_same(wh.read(grown), spark.createDataFrame([r + (None,) for r in ROWS[:2]], grown.schema))
+    wh.ensure(grown)  # the schema is the spec's: nothing to add, no difference
+    assert wh.version(grown) == 5
