@@ -4,8 +4,9 @@ Public API::
 
     TableSpec(name, schema, partition_by=(), description="")     what a table is
     CommitInfo(run_id, job, window_from=None, window_to=None, extra={})   who writes (idempotency key)
+    ColumnRange(column, above=None, at_most=None, or_null=False)  an overwrite's prunable ``where``
     Warehouse(root, spark, backend="auto")                         path / exists / ensure / append /
-                                                                   overwrite / overwrite_counted / read /
+                                                                   overwrite / overwrite_counted / restore / read /
                                                                    version / history /
                                                                    committed / files / file_uris
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
@@ -28,12 +29,13 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import CommitInfo, DataFile, TableSpec, app_transaction_id, schema_differences
+from nsreplay.storage.spec import ColumnRange, CommitInfo, DataFile, TableSpec, app_transaction_id, schema_differences
 from nsreplay.storage.warehouse import BACKENDS, Warehouse, sql_string
 
 __all__ = [
     "BACKENDS",
     "BackendUnavailableError",
+    "ColumnRange",
     "CommitInfo",
     "ConcurrentCommitError",
     "DataFile",

@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from nsreplay.storage.spec import DataFile, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -64,7 +64,8 @@ class WriteRequest:
     ``mode`` is ``"append"`` or ``"overwrite"``. For an overwrite, ``predicate`` is the full Spark SQL
     predicate of the rows to replace (``None``: the whole table), ``where`` its free-form part and
     ``partitions`` its partition part (column → allowed Delta partition strings / ``None`` for NULL); the
-    delta-rs backend prunes files with ``partitions`` and filters rows with ``where``.
+    delta-rs backend prunes files with ``partitions`` (and with ``prune``, the :class:`ColumnRange`
+    ``where`` was made from, by the files' statistics) and filters rows with ``where``.
     ``user_metadata`` is the JSON stored as the commit's ``userMetadata``; ``write_id`` is unique to this
     call and contained in it, so the committed version can be found in the history afterwards.
     """
@@ -80,6 +81,7 @@ class WriteRequest:
     predicate: str | None = None
     where: str | None = None
     partitions: Mapping[str, tuple[str | None, ...]] | None = None
+    prune: ColumnRange | None = None
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,9 @@ class Backend(abc.ABC):
         version, or ``None`` if ``app_id`` was already there."""
 
     @abc.abstractmethod
-    def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
-        """The table at ``version`` (``None``: latest) with exactly ``spec``'s columns, in spec order."""
+    def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":
+        """The table at ``version`` (``None``: latest) with exactly ``spec``'s columns, in spec order;
+        with ``where``, only its rows in that range (files outside it need not be opened)."""
 
     @abc.abstractmethod
     def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:

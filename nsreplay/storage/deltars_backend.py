@@ -4,13 +4,14 @@ How a write works:
 
 1. Open the table at its latest version (the transaction's read snapshot). If it already holds the app
    transaction of this (job, run_id), stop: nothing to do.
-2. Overwrite only: pick the affected files (all, or those in the given partitions); with a ``where``,
-   only those holding a row for which it is true (Parquet statistics skip most files unread), read
-   them back and keep their rows for which ``where`` is not true.
+2. Overwrite only: pick the affected files (all, or those in the given partitions, then, for a
+   ``where`` given as a :class:`ColumnRange`, those whose Delta statistics may hold a row in it);
+   with a ``where``, only those holding a row for which it is true (Parquet statistics skip most
+   files unread), read them back and keep their rows for which ``where`` is not true.
 3. Spark writes the new rows (and the kept ones) as zstd Parquet, partitioned like the table, into
    ``<table>/_staging/<uuid>/`` (the spec's distinct columns without dictionary: ``TableSpec.parquet_options``).
 4. The driver moves each data file to the same relative path below the table root, and reads its row
-   count from the Parquet footer.
+   count and its integer columns' statistics from the Parquet footer (the add action's ``stats``).
 5. One ``create_write_transaction`` commits removes of the affected files + adds of the new ones +
    the ``txn`` action + the commit metadata, against the read snapshot: a conflicting concurrent commit
    makes it fail (``ConcurrentCommitError``), never half-apply.
@@ -62,7 +63,7 @@ from nsreplay.storage.arrow_types import to_arrow_schema
 from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
-from nsreplay.storage.spec import DataFile, TableSpec, contains_timestamp, nullable_schema
+from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec, contains_timestamp, nullable_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -146,10 +147,13 @@ class DeltaRsBackend(Backend):
 
     # -- read ---------------------------------------------------------------------------------------
 
-    def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
+    def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":
         spark = spark_of(self._spark)
-        active = self._active_files(self._open(location, version), spec)
-        return self._read_parquet(spark, spec, location, [f["relative"] for f in active])
+        active = self._active_files(self._open(location, version), spec, where)
+        if where is None:
+            return self._read_parquet(spark, spec, location, [f["relative"] for f in active])
+        candidates = [f["relative"] for f in active if where.may_hold(f["num_records"], *f["range_stats"])]
+        return self._read_parquet(spark, spec, location, candidates).where(F.expr(where.sql()))
 
     @staticmethod
     def _read_parquet(spark: "SparkSession", spec: TableSpec, location: TableLocation, relatives: list[str]) -> "DataFrame":
@@ -190,7 +194,9 @@ class DeltaRsBackend(Backend):
         removes: list[RemoveAction] = []
         data = request.df
         if request.mode == "overwrite":
-            affected = [f for f in self._active_files(table, spec) if _in_partitions(f["partition_values"], request.partitions)]
+            affected = [f for f in self._active_files(table, spec, request.prune) if _in_partitions(f["partition_values"], request.partitions)]
+            if request.prune is not None:
+                affected = [f for f in affected if request.prune.may_hold(f["num_records"], *f["range_stats"])]
             if request.where is not None and affected:
                 affected = self._files_matching(spark, spec, location, affected, request.where)
             now = _now_ms()
@@ -295,13 +301,13 @@ class DeltaRsBackend(Backend):
             raise StorageError(f"cannot open the Delta table at {location.uri}: {exc}") from exc
 
     @staticmethod
-    def _active_files(table: DeltaTable, spec: TableSpec) -> list[dict[str, Any]]:
+    def _active_files(table: DeltaTable, spec: TableSpec, prune: ColumnRange | None = None) -> list[dict[str, Any]]:
+        """The table's data files: relative path, size, row count, partition values, and with
+        ``prune`` the (NULL count, minimum, maximum) of its column (``None`` where the log has none)."""
         actions = pa.table(table.get_add_actions(flatten=False))
-        columns = ["path", "size_bytes", "num_records"]
-        has_partitions = "partition" in actions.column_names
-        rows = actions.select(columns + (["partition"] if has_partitions else [])).to_pylist()
+        columns = ["path", "size_bytes", "num_records"] + [c for c in ("partition", "null_count", "min", "max") if c in actions.column_names]
         files = []
-        for row in rows:
+        for row in actions.select(columns).to_pylist():
             typed = row.get("partition") or {}
             files.append(
                 {
@@ -310,6 +316,7 @@ class DeltaRsBackend(Backend):
                     "size": int(row["size_bytes"]),
                     "num_records": None if row["num_records"] is None else int(row["num_records"]),
                     "partition_values": {c: _partition_string(typed.get(c)) for c in spec.partition_by},
+                    "range_stats": tuple((row.get(k) or {}).get(prune.column) for k in ("null_count", "min", "max")) if prune else (None, None, None),
                 }
             )
         return files
@@ -386,7 +393,8 @@ def _publish(filesystem: pafs.FileSystem, root: str, staging: str, spec: TableSp
         if parts[-1].startswith((".", "_")) or not parts[-1].endswith(".parquet"):
             continue  # _SUCCESS, .crc checksums, committer leftovers
         with filesystem.open_input_file(info.path) as handle:
-            num_records = pq.read_metadata(handle).num_rows
+            metadata = pq.read_metadata(handle)
+        num_records = metadata.num_rows
         if num_records == 0:
             continue  # Spark writes an empty file for an empty unpartitioned DataFrame; keep the log clean
         partition_values = _parse_partition_dirs(parts[:-1], spec, relative)
@@ -404,10 +412,50 @@ def _publish(filesystem: pafs.FileSystem, root: str, staging: str, spec: TableSp
                 partition_values=partition_values,
                 modification_time=_now_ms(),
                 data_change=True,
-                stats=json.dumps({"numRecords": num_records}),
+                stats=json.dumps(_file_stats(metadata)),
             )
         )
     return adds, moved
+
+
+def _file_stats(metadata: "pq.FileMetaData") -> dict[str, Any]:
+    """Delta file statistics from the Parquet footer already read for the row count: ``numRecords``,
+    and ``minValues`` / ``maxValues`` / ``nullCount`` of the top-level integer columns (ids, times,
+    ``window_to``, ``valid_to``, ...). With them any Delta reader (delta-spark's data skipping, delta-rs
+    file pruning, this backend before it hands files to Spark) can skip the files of other windows
+    without opening them; without them every file of the history is a candidate."""
+    stats: dict[str, Any] = {"numRecords": metadata.num_rows}
+    mins: dict[str, int] = {}
+    maxs: dict[str, int] = {}
+    nulls: dict[str, int] = {}
+    for i in range(metadata.num_columns):
+        column = metadata.schema.column(i)
+        if "." in column.path or column.physical_type not in ("INT32", "INT64") or column.logical_type.type not in ("NONE", "INT"):
+            continue  # nested, non-integer, or integer-coded dates/times/decimals (their Delta form differs)
+        lo = hi = None
+        null_count = 0
+        for g in range(metadata.num_row_groups):
+            st = metadata.row_group(g).column(i).statistics
+            if st is None or not st.has_null_count:
+                null_count = None
+                break
+            null_count += st.null_count
+            if st.has_min_max:
+                lo = st.min if lo is None else min(lo, st.min)
+                hi = st.max if hi is None else max(hi, st.max)
+            elif st.null_count != metadata.row_group(g).num_rows:
+                lo = hi = None  # a row group with values but no min/max: no bounds for the file
+                break
+        else:
+            if lo is not None:
+                mins[column.path], maxs[column.path] = int(lo), int(hi)
+        if null_count is not None:
+            nulls[column.path] = null_count
+    if mins:
+        stats.update(minValues=mins, maxValues=maxs)
+    if nulls:
+        stats["nullCount"] = nulls
+    return stats
 
 
 def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list[str], is_local: bool) -> None:

@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 
 from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import TableNotFoundError
-from nsreplay.storage.spec import DataFile, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -146,13 +146,15 @@ class NativeDeltaBackend(Backend):
 
     # -- read / write -------------------------------------------------------------------------------
 
-    def read(self, spec: TableSpec, location: TableLocation, version: int | None) -> "DataFrame":
+    def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":
         if not self.exists(location):
             raise TableNotFoundError(f"no Delta table at {location.spark_uri}")
         reader = self._spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", str(version))
         frame = reader.load(location.spark_uri)
+        if where is not None:  # delta-spark skips files by its own statistics
+            frame = frame.where(F.expr(where.sql()))
         return frame.select(*[F.col("`" + n.replace("`", "``") + "`") for n in spec.column_names])
 
     def write(self, request: WriteRequest) -> int | None:

@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 from nsreplay.storage.arrow_types import UnsupportedTypeError, to_arrow_type
 
 __all__ = [
+    "ColumnRange",
     "TableSpec",
     "CommitInfo",
     "DataFile",
@@ -201,6 +202,54 @@ def _contains(data_type: T.DataType, wanted: type) -> bool:
 def contains_timestamp(schema: T.StructType) -> bool:
     """Whether any column (at any depth) is a ``timestamp``."""
     return _contains(schema, T.TimestampType)
+
+
+@dataclass(frozen=True)
+class ColumnRange:
+    """Rows whose integer column ``column`` is in ``(above, at_most]`` (a bound of ``None`` is open),
+    or NULL when ``or_null``: an overwrite's ``where`` that data files can be pruned by.
+
+    :meth:`sql` is the predicate itself. Because the predicate is this range and nothing else, a data
+    file whose statistics put every value of ``column`` outside it (and that holds no NULL there, when
+    NULLs count) cannot hold a selected row, and the delta-rs backend does not open it
+    (:meth:`may_hold`). So a window's overwrite reads the files of its window, not the whole history.
+    """
+
+    column: str
+    above: int | None = None
+    at_most: int | None = None
+    or_null: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.column, str) or not self.column:
+            raise ValueError(f"column must be a non-empty string, got {self.column!r}")
+        for name in ("above", "at_most"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an int or None, got {value!r}")
+
+    def sql(self) -> str:
+        """The Spark SQL predicate of the range (``true`` when it selects every row)."""
+        quoted = "`" + self.column.replace("`", "``") + "`"
+        bounds = [f"{quoted} > {self.above}" if self.above is not None else "", f"{quoted} <= {self.at_most}" if self.at_most is not None else ""]
+        values = " AND ".join(b for b in bounds if b) or f"{quoted} IS NOT NULL"
+        if not self.or_null:
+            return values
+        return "true" if values.endswith("IS NOT NULL") else f"({quoted} IS NULL OR ({values}))"
+
+    def may_hold(self, num_records: int | None, nulls: int | None, low: int | None, high: int | None) -> bool:
+        """Whether a data file with these statistics of ``column`` (its row count, NULL count, minimum
+        and maximum; ``None`` where unknown) may hold a row in the range. Unknown statistics never
+        prune: only a file proven to lie outside is left out."""
+        if nulls is None or num_records is None:
+            return True
+        if self.or_null and nulls > 0:
+            return True
+        if nulls >= num_records:  # NULLs only
+            return False
+        if low is None or high is None:
+            return True
+        return not ((self.above is not None and high <= self.above) or (self.at_most is not None and low > self.at_most))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, CommitInfo, DataFile, TableSpec, schema_differences
+from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, TableSpec, schema_differences
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, SparkSession
@@ -200,8 +200,13 @@ class Warehouse:
         *,
         version: int | None = None,
         timestamp: int | str | _dt.datetime | None = None,
+        where: ColumnRange | None = None,
     ) -> DataFrame:
         """The table as a DataFrame: latest, or as of ``version`` or ``timestamp`` (not both).
+
+        ``where``: only the rows in that :class:`ColumnRange`; with the delta-rs backend the data files
+        whose statistics lie outside it are not opened (reading one window of a long history lists
+        that window's files, not the history's).
 
         ``timestamp`` is epoch milliseconds, an ISO-8601 string or a ``datetime`` (naive means UTC); it
         selects the latest version committed at or before that instant, using the commit timestamps that
@@ -224,7 +229,9 @@ class Warehouse:
             latest = self._backend.version(location)
             if version > latest:
                 raise VersionNotFoundError(f"table {spec.name!r} has no version {version} (latest is {latest})")
-        return self._backend.read(spec, location, version)
+        if where is not None and not isinstance(where, ColumnRange):
+            raise TypeError(f"where must be a ColumnRange or None, got {type(where).__name__}")
+        return self._backend.read(spec, location, version, where)
 
     def _version_at(self, spec: TableSpec, location: TableLocation, timestamp_ms: int) -> int:
         commits = self._backend.history(location, None)
@@ -252,7 +259,7 @@ class Warehouse:
         transaction, nothing is written and ``None`` is returned. The commit metadata carries ``commit``.
         :class:`ConcurrentCommitError` if a concurrent commit conflicts (nothing committed).
         """
-        return self._write(spec, df, commit, mode="append", where=None, partitions=None)
+        return self._write(spec, df, commit, mode="append", where=None, partitions=None, prune=None)
 
     def overwrite(
         self,
@@ -260,16 +267,18 @@ class Warehouse:
         df: DataFrame,
         commit: CommitInfo,
         *,
-        where: str | None = None,
+        where: str | ColumnRange | None = None,
         partitions: Mapping[str, str | None | Sequence[str | None]] | None = None,
     ) -> int | None:
         """Atomically replace the rows selected by ``where`` and/or ``partitions`` with ``df``'s rows.
 
         ``where`` is a Spark SQL predicate over the spec's columns (rows for which it is *true* are
-        replaced; false or NULL rows stay). ``partitions`` maps partition columns to a value or a list of
-        values, in Delta's string form (``'2024-11-21'``, ``'42'``, ``'true'``, ``None`` for NULL): rows
-        whose partition values are among them are replaced. Both together: rows satisfying both. Neither:
-        the whole table is replaced. Every row of ``df`` must satisfy the combined predicate, else
+        replaced; false or NULL rows stay), or a :class:`ColumnRange` of an integer column: that range's
+        predicate, and with the delta-rs backend the files whose statistics lie outside it are not even
+        opened (the overwrite of a time window reads that window's files, not the history's).
+        ``partitions`` maps partition columns to a value or a list of values, in Delta's string form
+        (``'2024-11-21'``, ``'42'``, ``'true'``, ``None`` for NULL): rows whose partition values are among
+        them are replaced. Both together: rows satisfying both. Neither: the whole table is replaced. Every row of ``df`` must satisfy the combined predicate, else
         :class:`PredicateViolationError` and nothing is committed.
 
         One commit removes the replaced data and adds the new; readers see the old or the new table,
@@ -278,10 +287,13 @@ class Warehouse:
         partitions. Schema checks, NOT NULL checks, table creation, idempotency, return value and
         concurrency are as for :meth:`append`.
         """
+        prune = where if isinstance(where, ColumnRange) else None
+        if prune is not None:
+            where = prune.sql()
         if where is not None and (not isinstance(where, str) or not where.strip()):
-            raise ValueError(f"where must be a non-empty Spark SQL predicate or None, got {where!r}")
+            raise ValueError(f"where must be a non-empty Spark SQL predicate, a ColumnRange or None, got {where!r}")
         normalized = _normalize_partitions(_check_spec(spec), partitions)
-        return self._write(spec, df, commit, mode="overwrite", where=where, partitions=normalized)
+        return self._write(spec, df, commit, mode="overwrite", where=where, partitions=normalized, prune=prune)
 
     def overwrite_counted(
         self,
@@ -289,7 +301,7 @@ class Warehouse:
         df: DataFrame,
         commit: CommitInfo,
         *,
-        where: str | None = None,
+        where: str | ColumnRange | None = None,
         partitions: Mapping[str, str | None | Sequence[str | None]] | None = None,
     ) -> tuple[int | None, int]:
         """:meth:`overwrite`, also returning how many rows of ``df`` were written: ``(version, rows)``.
@@ -369,6 +381,7 @@ class Warehouse:
         mode: str,
         where: str | None,
         partitions: dict[str, tuple[str | None, ...]] | None,
+        prune: ColumnRange | None,
     ) -> int | None:
         _check_spec(spec)
         _check_commit(commit)
@@ -402,6 +415,7 @@ class Warehouse:
             predicate=predicate,
             where=where,
             partitions=partitions,
+            prune=prune,
         )
         try:
             version = self._backend.write(request)

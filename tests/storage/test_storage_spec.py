@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import types as T
 
-from nsreplay.storage import CommitInfo, TableSpec, app_transaction_id, schema_differences, to_arrow_schema
+from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, app_transaction_id, schema_differences, to_arrow_schema
 from nsreplay.storage.arrow_types import UnsupportedTypeError, partition_value, to_arrow_type
 from nsreplay.storage.spec import nullable_schema
 
@@ -255,3 +255,54 @@ def test_arrow_schema_round_trips_through_a_delta_rs_table_at_protocol_1_2(tmp_p
 )
 def test_partition_value_parses_delta_strings(text, data_type, value) -> None:
     assert partition_value(text, data_type) == value
+
+
+# -- ColumnRange: an overwrite's prunable predicate ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column_range", "sql"),
+    [
+        (ColumnRange("ts", above=10, at_most=20), "`ts` > 10 AND `ts` <= 20"),
+        (ColumnRange("ts", above=10), "`ts` > 10"),
+        (ColumnRange("ts", at_most=20), "`ts` <= 20"),
+        (ColumnRange("valid_to", above=10, or_null=True), "(`valid_to` IS NULL OR (`valid_to` > 10))"),
+        (ColumnRange("ts"), "`ts` IS NOT NULL"),
+        (ColumnRange("ts", or_null=True), "true"),
+    ],
+)
+def test_column_range_is_its_sql_predicate(column_range: ColumnRange, sql: str) -> None:
+    assert column_range.sql() == sql
+
+
+@pytest.mark.parametrize(
+    ("column_range", "stats", "may_hold"),
+    [
+        # (rows, nulls, min, max) of the file's column
+        (ColumnRange("ts", above=10, at_most=20), (5, 0, 1, 10), False),  # every value at or below the lower bound
+        (ColumnRange("ts", above=10, at_most=20), (5, 0, 21, 30), False),  # every value above the upper one
+        (ColumnRange("ts", above=10, at_most=20), (5, 0, 10, 11), True),
+        (ColumnRange("ts", above=10, at_most=20), (5, 0, 20, 30), True),
+        (ColumnRange("ts", above=10, at_most=20), (5, 0, 1, 30), True),  # straddles: Parquet decides
+        (ColumnRange("ts", above=10, at_most=20), (5, 5, None, None), False),  # NULLs only, and NULLs are out
+        (ColumnRange("ts", above=10, at_most=20), (5, 2, 1, 5), False),
+        (ColumnRange("ts", above=10, at_most=20, or_null=True), (5, 2, 1, 5), True),  # its NULLs are in
+        (ColumnRange("ts", above=10, or_null=True), (5, 0, 1, 10), False),
+        (ColumnRange("ts", above=10, or_null=True), (5, 0, 1, 11), True),
+        # unknown statistics never prune (files written before the log carried them)
+        (ColumnRange("ts", above=10, at_most=20), (5, None, None, None), True),
+        (ColumnRange("ts", above=10, at_most=20), (None, 0, 1, 5), True),
+        (ColumnRange("ts", above=10, at_most=20), (5, 0, None, None), True),
+    ],
+)
+def test_column_range_prunes_only_files_proven_outside(column_range: ColumnRange, stats: tuple, may_hold: bool) -> None:
+    assert column_range.may_hold(*stats) is may_hold
+
+
+def test_column_range_checks_its_arguments() -> None:
+    with pytest.raises(ValueError, match="column"):
+        ColumnRange("")
+    with pytest.raises(ValueError, match="above"):
+        ColumnRange("ts", above="5")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at_most"):
+        ColumnRange("ts", at_most=True)

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
+from pyarrow import table as pa_table
 import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
@@ -18,9 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from nsreplay.storage.deltars_backend import DeltaRsBackend
 from nsreplay.storage.spec import nullable_schema
 from nsreplay.storage import (
     BackendUnavailableError,
+    ColumnRange,
     CommitInfo,
     ConcurrentCommitError,
     DataFile,
@@ -696,3 +700,55 @@ def test_restore_to_a_version_before_a_new_column_keeps_the_column(wh: Warehouse
     assert_same(wh.read(grown), spark.createDataFrame([r + (None,) for r in ROWS[:2]], grown.schema))
     wh.ensure(grown)  # the schema is the spec's: nothing to add, no difference
     assert wh.version(grown) == 5
+
+
+# -- statistics, and overwrites that open only the files of their range ------------------------------
+
+
+def test_files_carry_min_max_and_null_counts_of_their_integer_columns(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS + [("007", None, 7, None, "g")]), commit("r1"))
+    actions = pa_table(DeltaTable(wh.path(EVENTS)).get_add_actions(flatten=False)).to_pylist()
+    assert actions
+    for action in actions:
+        content = pq.read_table(os.path.join(wh.path(EVENTS), unquote(action["path"])), columns=["ts", "code"]).to_pydict()
+        codes = [c for c in content["code"] if c is not None]
+        assert (action["min"]["ts"], action["max"]["ts"], action["null_count"]["ts"]) == (min(content["ts"]), max(content["ts"]), 0)
+        assert (action["min"]["code"], action["max"]["code"]) == ((min(codes), max(codes)) if codes else (None, None))
+        assert action["null_count"]["code"] == len(content["code"]) - len(codes)
+        assert action["num_records"] == len(content["ts"])
+
+
+def test_an_overwrite_by_column_range_opens_only_the_files_that_may_hold_it(wh: Warehouse, spark, monkeypatch) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # ts 1-2, 3-4, 5-6: one window each
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    second_window = relative_files(wh, 2) - relative_files(wh, 1)
+    opened: list[set[str]] = []
+    original = DeltaRsBackend._files_matching
+
+    def spy(self, spark_, spec, location, files, where):
+        opened.append({f["relative"] for f in files})
+        return original(self, spark_, spec, location, files, where)
+
+    monkeypatch.setattr(DeltaRsBackend, "_files_matching", spy)
+    replacement = [("10.0.0.1:9876", D2, 3, 999, "new"), ("50%", D1, 4, 999, None)]
+    window = ColumnRange("ts", above=2, at_most=4)
+    assert wh.overwrite(EVENTS, events(spark, replacement), commit("w1-again", job="replay"), where=window) == 4
+    assert opened == [second_window]  # the other windows' files: pruned by their statistics, never read
+    assert_same(wh.read(EVENTS), events(spark, ROWS[:2] + replacement + ROWS[4:]))
+    assert wh.history(EVENTS, limit=1)[0]["predicate"] == "(`ts` > 2 AND `ts` <= 4)"
+    with pytest.raises(PredicateViolationError):  # the range is the predicate: rows outside it are refused
+        wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("w1-bad", job="replay"), where=window)
+
+
+def test_a_read_by_column_range_lists_only_the_files_that_may_hold_it(wh: Warehouse, spark) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # ts 1-2, 3-4, 5-6: one window each
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    second_window = relative_files(wh, 2) - relative_files(wh, 1)
+    window = ColumnRange("ts", above=2, at_most=4)
+    read = wh.read(EVENTS, where=window)
+    assert_same(read, events(spark, ROWS[2:4]))
+    assert sorted(Path(unquote(f)).name for f in read.inputFiles()) == sorted(Path(f).name for f in second_window)
+    assert_same(wh.read(EVENTS, version=1, where=window), events(spark, []))
+    assert_same(wh.read(EVENTS, where=ColumnRange("code", at_most=104)), events(spark, [r for r in ROWS if r[3] is not None and r[3] <= 104]))
+    with pytest.raises(TypeError, match="ColumnRange"):
+        wh.read(EVENTS, where="ts > 2")  # type: ignore[arg-type]
