@@ -226,19 +226,11 @@ class DeltaRsBackend(Backend):
                     mode="append",
                     schema=to_arrow_schema(spec.schema),
                     partition_by=list(spec.partition_by) or None,
-                    commit_properties=CommitProperties(
-                        custom_metadata={"userMetadata": request.user_metadata},
-                        app_transactions=[Transaction(request.app_id, request.txn_version)],
-                    ),
+                    commit_properties=_commit_properties(request),
                 )
             except CommitFailedError as exc:
-                if self.committed(location, request.app_id):
-                    log.info("table %s: run %s was committed concurrently by another writer", spec.name, request.app_id)
-                    return None
-                raise ConcurrentCommitError(
-                    f"table {spec.name!r}: a concurrent commit conflicts with this {request.mode} "
-                    f"(read at version {read_version}); nothing was committed, re-run the write. ({exc})"
-                ) from exc
+                self._committed_by_another(location, request.app_id, f"table {spec.name!r}: this {request.mode}", read_version, exc)
+                return None
             committed = True
         finally:
             _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
@@ -251,24 +243,23 @@ class DeltaRsBackend(Backend):
         if table.transaction_version(request.app_id) is not None:
             return None
         try:
-            table.restore(
-                request.version,
-                commit_properties=CommitProperties(
-                    custom_metadata={"userMetadata": request.user_metadata},
-                    app_transactions=[Transaction(request.app_id, request.txn_version)],
-                ),
-            )
+            table.restore(request.version, commit_properties=_commit_properties(request))
         except CommitFailedError as exc:
-            if self.committed(location, request.app_id):
-                log.info("table at %s: restore %s was committed concurrently by another writer", location.uri, request.app_id)
-                return None
-            raise ConcurrentCommitError(
-                f"table at {location.uri}: a concurrent commit conflicts with the restore of version {request.version} "
-                f"(read at version {read_version}); nothing was committed, re-run it. ({exc})"
-            ) from exc
+            self._committed_by_another(location, request.app_id, f"table at {location.uri}: the restore of version {request.version}", read_version, exc)
+            return None
         except DeltaError as exc:  # e.g. a file of that version was vacuumed since
             raise StorageError(f"cannot restore the table at {location.uri} to version {request.version}: {exc}") from exc
         return self._committed_version(location, request.write_id, read_version)
+
+    def _committed_by_another(self, location: TableLocation, app_id: str, what: str, read_version: int, exc: Exception) -> None:
+        """After a commit failed on a conflict: return when another writer committed ``app_id`` meanwhile
+        (the work is done), else raise :class:`ConcurrentCommitError` naming ``what`` failed."""
+        if self.committed(location, app_id):
+            log.info("%s: %s was committed concurrently by another writer", what, app_id)
+            return
+        raise ConcurrentCommitError(
+            f"{what}: a concurrent commit conflicts with it (read at version {read_version}); nothing was committed, re-run it. ({exc})"
+        ) from exc
 
     def _stage(self, spark: "SparkSession", data: "DataFrame", spec: TableSpec, target: str) -> None:
         writer = data.write.mode("errorifexists").option("compression", "zstd").options(**spec.parquet_options())
@@ -456,6 +447,14 @@ def _file_stats(metadata: "pq.FileMetaData") -> dict[str, Any]:
     if nulls:
         stats["nullCount"] = nulls
     return stats
+
+
+def _commit_properties(request: WriteRequest | RestoreRequest) -> CommitProperties:
+    """The commit's metadata (``userMetadata``) and the ``txn`` action that makes it idempotent."""
+    return CommitProperties(
+        custom_metadata={"userMetadata": request.user_metadata},
+        app_transactions=[Transaction(request.app_id, request.txn_version)],
+    )
 
 
 def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list[str], is_local: bool) -> None:
