@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
-from nsreplay.storage import CommitInfo, Warehouse
+from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
@@ -204,6 +204,21 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
 # ---------------------------------------------------------------------------------- stage 1: replay
 
 
+def owned_rows(window: Window) -> dict[str, ColumnRange | None]:
+    """The rows of each gold table that the run of ``window`` owns, so writes (a predicate overwrite
+    of that slice), as a range of one column (``None``: the whole table). As ranges, a write or a read
+    of one window opens the data files of that window, not those of the whole history."""
+    return {
+        ROUTE_CHANGES.name: window.owned_instants("ts"),
+        SCAN_TICKS.name: window.owned_instants("tick_ts"),
+        NAMESRV_EPOCHS.name: None,
+        KEYFRAMES.name: window.owned_instants("keyframe_ts"),
+        ROUTE_FIDELITY.name: window.owned_instants("ts"),
+        **{spec.name: window.owned_intervals() for spec in INTERVAL_TABLES.values()},
+        REPLAY_STATE.name: ColumnRange("window_to", above=window.until - 1, at_most=window.until),
+    }
+
+
 def replay_window(
     spark: SparkSession,
     warehouse: Warehouse,
@@ -296,35 +311,35 @@ def replay_window(
     facts_rows = local_frame(spark, [(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()], REPLAY_STATE.schema)
     new_states = output.where(F.col("state").isNotNull()).select("namesrv", F.lit(until).alias("window_to"), "unit", "state", F.lit(run_id).alias("run_id"))
     try:
-        outputs: dict[str, tuple[DataFrame, str | None]] = {
-            ROUTE_CHANGES.name: (with_tick(logged, epoch_df).withColumn("run_id", F.lit(run_id)), window.instant("ts")),
-            SCAN_TICKS.name: (ticks, window.instant("tick_ts")),
-            NAMESRV_EPOCHS.name: (
-                epoch_df.select("namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")),
-                None,
+        outputs: dict[str, DataFrame] = {
+            ROUTE_CHANGES.name: with_tick(logged, epoch_df).withColumn("run_id", F.lit(run_id)),
+            SCAN_TICKS.name: ticks,
+            NAMESRV_EPOCHS.name: epoch_df.select(
+                "namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")
             ),
-            KEYFRAMES.name: (keyframes(generic, ticks, epoch_df, cfg.keyframe_every_ticks, run_id), window.instant("keyframe_ts")),
-            ROUTE_FIDELITY.name: (fidelity(replayed, generic, epoch_df, run_id), window.instant("ts")),
-            **{name: (df, window.interval()) for name, df in typed_intervals(generic, run_id).items()},
-            REPLAY_STATE.name: (new_states.unionByName(facts_rows), f"`window_to` = {until}"),
+            KEYFRAMES.name: keyframes(generic, ticks, epoch_df, cfg.keyframe_every_ticks, run_id),
+            ROUTE_FIDELITY.name: fidelity(replayed, generic, epoch_df, run_id),
+            **typed_intervals(generic, run_id),
+            REPLAY_STATE.name: new_states.unionByName(facts_rows),
         }
+        owned = owned_rows(window)
         commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until)
         planned = time.time()
         replaced = {"namesrv": sorted(origins)}
         by_name = {spec.name: spec for spec in REPLAY_TABLES}
 
-        def write(name: str, df: DataFrame, owned: str | None) -> tuple[str, int, int]:
+        def write(name: str, df: DataFrame, owned: ColumnRange | None) -> tuple[str, int, int]:
             spec = by_name[name]
             frame = df.select(*spec.schema.fieldNames())
             if owned is not None:
-                frame = frame.where(F.expr(owned))
+                frame = frame.where(F.expr(owned.sql()))
             _, rows = warehouse.overwrite_counted(spec, frame, commit, where=owned, partitions=replaced)
             return name, rows, warehouse.version(spec)
 
         # The tables are independent commits (nothing is published before the publish stage), so they
         # are written a few at a time; the first failure fails the run once the others have stopped.
         with ThreadPoolExecutor(max_workers=cfg.write_threads, thread_name_prefix="nsreplay-write") as pool:
-            written = list(pool.map(lambda item: write(item[0], *item[1]), outputs.items()))
+            written = list(pool.map(lambda item: write(item[0], item[1], owned[item[0]]), outputs.items()))
         counts = {name: rows for name, rows, _ in written}
         versions = {name: version for name, _, version in written}
         coverage = {ns: (origins[ns], end_of_range[ns], next(e.profile for e in reversed(grid) if e.namesrv == ns)) for ns in origins}
@@ -386,7 +401,9 @@ def written_run(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
 def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> QualityReport:
     """Great Expectations over the gold rows ``run_id`` wrote; results go to silver.quality_results."""
     run = written_run(warehouse, run_id)
-    tables = {spec.name: warehouse.read(spec, version=run["table_versions"][spec.name]) for spec in REPLAY_TABLES}
+    # every row the run wrote is in its window's slice, owned as by the latest window (the widest)
+    within = owned_rows(Window(run["window_from"], run["window_to"], latest=True))
+    tables = {spec.name: warehouse.read(spec, version=run["table_versions"][spec.name], where=within[spec.name]) for spec in REPLAY_TABLES}
     report = validate_replay(spark, run_id=run_id, tables=tables)
     warehouse.append(QUALITY_RESULTS, local_frame(spark, report.rows, QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job="gold-quality"))
     return report

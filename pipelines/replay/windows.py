@@ -24,6 +24,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from nsreplay.runtime import UsageError, format_ms
+from nsreplay.storage import ColumnRange
 
 DAY_MS = 86_400_000
 
@@ -55,18 +56,27 @@ class Window:
     until: int
     latest: bool
 
+    def owned_instants(self, column: str) -> ColumnRange | None:
+        """The rows stamped ``column`` that this window owns (``None``: every row)."""
+        if self.after is None and self.latest:
+            return None
+        return ColumnRange(column, above=self.after, at_most=None if self.latest else self.until)
+
+    def owned_intervals(self) -> ColumnRange | None:
+        """The interval rows this window owns, by ``valid_to`` (NULL: still open) (``None``: every row)."""
+        if self.after is None and self.latest:
+            return None
+        return ColumnRange("valid_to", above=self.after, at_most=None if self.latest else self.until, or_null=self.latest)
+
     def instant(self, column: str) -> str:
         """Spark SQL predicate: rows stamped ``column`` that this window owns."""
-        lower = None if self.after is None else f"`{column}` > {self.after}"
-        upper = None if self.latest else f"`{column}` <= {self.until}"
-        return " AND ".join(p for p in (lower, upper) if p) or "true"
+        owned = self.owned_instants(column)
+        return "true" if owned is None else owned.sql()
 
     def interval(self) -> str:
         """Spark SQL predicate: the interval rows this window owns (by ``valid_to``)."""
-        if self.latest:
-            return "true" if self.after is None else f"(`valid_to` IS NULL OR `valid_to` > {self.after})"
-        lower = "" if self.after is None else f" AND `valid_to` > {self.after}"
-        return f"(`valid_to` IS NOT NULL AND `valid_to` <= {self.until}{lower})"
+        owned = self.owned_intervals()
+        return "true" if owned is None else owned.sql()
 
     def records(self) -> Column:
         """The records this window replays."""
