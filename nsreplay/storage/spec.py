@@ -207,7 +207,7 @@ def contains_timestamp(schema: T.StructType) -> bool:
 @dataclass(frozen=True)
 class ColumnRange:
     """Rows whose integer column ``column`` is in ``(above, at_most]`` (a bound of ``None`` is open),
-    or NULL when ``or_null``: an overwrite's ``where`` that data files can be pruned by.
+    or NULL when ``or_null``: the ``where`` of an overwrite or a read that data files can be pruned by.
 
     :meth:`sql` is the predicate itself. Because the predicate is this range and nothing else, a data
     file whose statistics put every value of ``column`` outside it (and that holds no NULL there, when
@@ -231,11 +231,15 @@ class ColumnRange:
     def sql(self) -> str:
         """The Spark SQL predicate of the range (``true`` when it selects every row)."""
         quoted = "`" + self.column.replace("`", "``") + "`"
-        bounds = [f"{quoted} > {self.above}" if self.above is not None else "", f"{quoted} <= {self.at_most}" if self.at_most is not None else ""]
-        values = " AND ".join(b for b in bounds if b) or f"{quoted} IS NOT NULL"
-        if not self.or_null:
-            return values
-        return "true" if values.endswith("IS NOT NULL") else f"({quoted} IS NULL OR ({values}))"
+        bounds = []
+        if self.above is not None:
+            bounds.append(f"{quoted} > {self.above}")
+        if self.at_most is not None:
+            bounds.append(f"{quoted} <= {self.at_most}")
+        if not bounds:
+            return "true" if self.or_null else f"{quoted} IS NOT NULL"
+        values = " AND ".join(bounds)
+        return f"({quoted} IS NULL OR ({values}))" if self.or_null else values
 
     def may_hold(self, num_records: int | None, nulls: int | None, low: int | None, high: int | None) -> bool:
         """Whether a data file with these statistics of ``column`` (its row count, NULL count, minimum

@@ -278,8 +278,9 @@ class Warehouse:
         opened (the overwrite of a time window reads that window's files, not the history's).
         ``partitions`` maps partition columns to a value or a list of values, in Delta's string form
         (``'2024-11-21'``, ``'42'``, ``'true'``, ``None`` for NULL): rows whose partition values are among
-        them are replaced. Both together: rows satisfying both. Neither: the whole table is replaced. Every row of ``df`` must satisfy the combined predicate, else
-        :class:`PredicateViolationError` and nothing is committed.
+        them are replaced. Both together: rows satisfying both. Neither: the whole table is replaced.
+        Every row of ``df`` must satisfy the combined predicate, else :class:`PredicateViolationError`
+        and nothing is committed.
 
         One commit removes the replaced data and adds the new; readers see the old or the new table,
         never a mix. With the delta-rs backend, files selected by ``partitions`` (all files if none) are

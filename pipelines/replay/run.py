@@ -141,10 +141,10 @@ def latest_publish(warehouse: Warehouse) -> Published | None:
     return Published(row.run_id, dict(row.table_versions), {c.namesrv: (c.from_ts, c.to_ts, c.profile) for c in row.namesrvs})
 
 
-def _published_states(warehouse: Warehouse, published: Published | None) -> DataFrame | None:
+def _published_states(warehouse: Warehouse, published: Published | None, where: ColumnRange | None = None) -> DataFrame | None:
     if published is None or REPLAY_STATE.name not in published.versions:
         return None
-    return warehouse.read(REPLAY_STATE, version=published.versions[REPLAY_STATE.name])
+    return warehouse.read(REPLAY_STATE, version=published.versions[REPLAY_STATE.name], where=where)
 
 
 def _state_ends(states: DataFrame | None, upto: int) -> dict[int, set[str]]:
@@ -256,7 +256,8 @@ def replay_window(
     window = Window(after, until, latest)
 
     # Units: the facts carried from before the window, joined with the window's own.
-    carried = states.where(F.col("window_to") == after) if states is not None and after is not None else None
+    # the states persisted at `after` (read from their own files, not from every window end's)
+    carried = _published_states(warehouse, published, ColumnRange("window_to", above=after - 1, at_most=after)) if after is not None else None
     previous_facts: dict[str, UnitFacts] = {}
     if carried is not None:
         for r in carried.where(F.col("unit") == FACTS_UNIT).select("namesrv", "state").collect():  # one small row per NameServer
@@ -346,7 +347,7 @@ def replay_window(
         # A NameServer whose first record is after this window (a re-run of an earlier window) is not
         # replayed here and none of its rows change: it stays covered as published.
         coverage = {**(published.coverage if published else {}), **coverage}
-        checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name]).where(F.expr(window.instant("ts"))).groupBy("match").count().collect()
+        checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name], where=owned[ROUTE_FIDELITY.name]).groupBy("match").count().collect()
         fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
         units = sum(len(m.units()) for m in maps.values())
         summary = {

@@ -73,11 +73,6 @@ class Window:
         owned = self.owned_instants(column)
         return "true" if owned is None else owned.sql()
 
-    def interval(self) -> str:
-        """Spark SQL predicate: the interval rows this window owns (by ``valid_to``)."""
-        owned = self.owned_intervals()
-        return "true" if owned is None else owned.sql()
-
     def records(self) -> Column:
         """The records this window replays."""
         upper = F.col("ts") <= self.until
