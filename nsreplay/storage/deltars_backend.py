@@ -423,25 +423,14 @@ def _file_stats(metadata: "pq.FileMetaData") -> dict[str, Any]:
         column = metadata.schema.column(i)
         if "." in column.path or column.physical_type not in ("INT32", "INT64") or column.logical_type.type not in ("NONE", "INT"):
             continue  # nested, non-integer, or integer-coded dates/times/decimals (their Delta form differs)
-        lo = hi = None
-        null_count = 0
-        for g in range(metadata.num_row_groups):
-            st = metadata.row_group(g).column(i).statistics
-            if st is None or not st.has_null_count:
-                null_count = None
-                break
-            null_count += st.null_count
-            if st.has_min_max:
-                lo = st.min if lo is None else min(lo, st.min)
-                hi = st.max if hi is None else max(hi, st.max)
-            elif st.null_count != metadata.row_group(g).num_rows:
-                lo = hi = None  # a row group with values but no min/max: no bounds for the file
-                break
-        else:
-            if lo is not None:
-                mins[column.path], maxs[column.path] = int(lo), int(hi)
-        if null_count is not None:
-            nulls[column.path] = null_count
+        groups = [(metadata.row_group(g).column(i).statistics, metadata.row_group(g).num_rows) for g in range(metadata.num_row_groups)]
+        if not groups or any(st is None or not st.has_null_count for st, _ in groups):
+            continue  # a row group without statistics: nothing is known of the file's column
+        nulls[column.path] = sum(st.null_count for st, _ in groups)
+        bounded = [st for st, rows in groups if st.null_count < rows]  # the row groups holding values
+        if bounded and all(st.has_min_max for st in bounded):
+            mins[column.path] = int(min(st.min for st in bounded))
+            maxs[column.path] = int(max(st.max for st in bounded))
     if mins:
         stats.update(minValues=mins, maxValues=maxs)
     if nulls:

@@ -752,3 +752,23 @@ def test_a_read_by_column_range_lists_only_the_files_that_may_hold_it(wh: Wareho
     assert_same(wh.read(EVENTS, where=ColumnRange("code", at_most=104)), events(spark, [r for r in ROWS if r[3] is not None and r[3] <= 104]))
     with pytest.raises(TypeError, match="ColumnRange"):
         wh.read(EVENTS, where="ts > 2")  # type: ignore[arg-type]
+
+
+def test_file_statistics_span_every_row_group_and_say_nothing_they_do_not_know(tmp_path) -> None:
+    import datetime as _dt_
+
+    import pyarrow as pa
+
+    from nsreplay.storage.deltars_backend import _file_stats
+
+    table = pa.table({
+        "ts": pa.array([7, 3, None, None, None, 11], pa.int64()),
+        "empty": pa.array([None] * 6, pa.int32()),
+        "day": pa.array([_dt_.date(2024, 11, 21)] * 6),  # a date: its Delta form differs, left out
+        "name": pa.array(list("abcdef")),
+    })
+    pq.write_table(table, tmp_path / "groups.parquet", row_group_size=2)  # three row groups; the second holds NULLs only
+    stats = _file_stats(pq.read_metadata(tmp_path / "groups.parquet"))
+    assert stats == {"numRecords": 6, "minValues": {"ts": 3}, "maxValues": {"ts": 11}, "nullCount": {"ts": 3, "empty": 6}}
+    pq.write_table(table, tmp_path / "bare.parquet", write_statistics=False)
+    assert _file_stats(pq.read_metadata(tmp_path / "bare.parquet")) == {"numRecords": 6}
