@@ -62,10 +62,18 @@ def require(available: bool, reason: str) -> None:
         pytest.skip(reason)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture(scope="module")
+def broker_sockets():
+    """Two listening sockets on 127.0.0.1 (broker-a's, broker-b's), held open for the whole module.
+
+    The capture names their ports, and the loopback brokers serve on them test after test. Holding them
+    keeps the ports ours: a port picked free and then released is in the ephemeral range, and any
+    outgoing connection meanwhile (Spark's, a client's) may take it, which failed a CI run with
+    "address already in use". Nothing is accepted on them while no loopback broker is serving."""
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    yield sockets
+    for sock in sockets:
+        sock.close()
 
 
 def capture_records(addr_a: str, addr_b: str) -> list[dict]:
@@ -80,7 +88,7 @@ def capture_records(addr_a: str, addr_b: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def route_change(request, tmp_path_factory) -> dict:
+def route_change(request, tmp_path_factory, broker_sockets) -> dict:
     """The capture above ingested, replayed and published; ports, records and the warehouse root.
     (Spark is asked for here, not as an argument, so that a missing client skips before it starts.)"""
     from pipelines.ingest.run import run_ingest
@@ -88,7 +96,7 @@ def route_change(request, tmp_path_factory) -> dict:
 
     spark = request.getfixturevalue("spark")
 
-    port_a, port_b = free_port(), free_port()
+    port_a, port_b = (sock.getsockname()[1] for sock in broker_sockets)
     records = capture_records(f"127.0.0.1:{port_a}", f"127.0.0.1:{port_b}")
     capture = tmp_path_factory.mktemp("real-clients")
     (capture / "ns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -96,7 +104,7 @@ def route_change(request, tmp_path_factory) -> dict:
     warehouse = Warehouse(root, spark, "delta-rs")
     run_ingest(spark, warehouse, load_settings(), str(capture), "rc-ingest")
     run_replay(spark, warehouse, load_settings(), "rc-replay")
-    return {"root": root, "records": records, "port_a": port_a, "port_b": port_b}
+    return {"root": root, "records": records, "port_a": port_a, "port_b": port_b, "sockets": broker_sockets}
 
 
 def reference(route_change: dict, topic: str, t: int, version: int) -> Answer:
@@ -189,12 +197,13 @@ def test_cpp_client_sends_to_the_historical_master(cpp_client, route_change, tmp
     broker_module = cpp_client
     source = HistorySource(route_change["root"])
     ports = {"broker-a": route_change["port_a"], "broker-b": route_change["port_b"]}
+    sockets = dict(zip(("broker-a", "broker-b"), route_change["sockets"]))
     for t, target in ((T_A, "broker-a"), (T_B, "broker-b")):
         master = brokers(reference(route_change, "orders", t, 63))[target]["0"]
         assert master == f"127.0.0.1:{ports[target]}"
         seen = []
         with RemotingServerThread(lambda: source, namesrv=NS, as_of=t, on_request=seen.append) as server:
-            loopbacks = {name: broker_module.LoopbackBroker(port) for name, port in ports.items()}
+            loopbacks = {name: broker_module.LoopbackBroker(sock) for name, sock in sockets.items()}
             for loopback in loopbacks.values():
                 server.run(loopback.start())
             try:
@@ -216,8 +225,7 @@ def test_cpp_client_cannot_send_to_an_unknown_topic(cpp_client, route_change, tm
     source = HistorySource(route_change["root"])
     seen = []
     with RemotingServerThread(lambda: source, namesrv=NS, as_of=T_AB, on_request=seen.append) as server:
-        loopbacks = [broker_module.LoopbackBroker(route_change["port_a"]),
-                     broker_module.LoopbackBroker(route_change["port_b"])]
+        loopbacks = [broker_module.LoopbackBroker(sock) for sock in route_change["sockets"]]
         for loopback in loopbacks:
             server.run(loopback.start())
         try:

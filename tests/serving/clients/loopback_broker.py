@@ -9,6 +9,7 @@ carries (``msgId``, ``queueId``, ``queueOffset``); every other request (heartbea
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass, field
 
 from nsreplay.serving.remoting import FrameError, RemotingCommand, decode_payload, encode_frame, frame_length, response_to
@@ -20,12 +21,19 @@ SEND_CODES = (SEND_MESSAGE, SEND_MESSAGE_V2)
 
 @dataclass
 class LoopbackBroker:
-    """Listens on ``127.0.0.1:port`` once :meth:`start` ran; ``requests`` lists what arrived."""
+    """Serves on ``listening`` (a bound, listening socket the caller owns and keeps open) from :meth:`start`
+    to :meth:`stop`; ``requests`` lists what arrived. The caller holds the socket so that the port stays
+    reserved between brokers: a port picked free and released can be taken meanwhile as any connection's
+    ephemeral port, and then the broker cannot bind it."""
 
-    port: int
+    listening: socket.socket
     requests: list[RemotingCommand] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _offset: int = 0
+
+    @property
+    def port(self) -> int:
+        return self.listening.getsockname()[1]
 
     @property
     def addr(self) -> str:
@@ -39,7 +47,8 @@ class LoopbackBroker:
         return [r.ext("topic") or r.ext("b") for r in self.requests if r.code in SEND_CODES]
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port)
+        # A duplicate descriptor: closing the server closes it, not the caller's reservation.
+        self._server = await asyncio.start_server(self._connection, sock=self.listening.dup())
 
     async def stop(self) -> None:
         if self._server is not None:
