@@ -8,7 +8,8 @@ Public API::
     Warehouse(root, spark, backend="auto")                         path / exists / ensure / append /
                                                                    overwrite / overwrite_counted / restore / read /
                                                                    version / history /
-                                                                   committed / files / file_uris
+                                                                   committed / files / file_uris /
+                                                                   column_bounds
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,
     PredicateViolationError, BackendUnavailableError)

@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -154,6 +154,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
         """The data files of the table at ``version`` (``None``: latest)."""
+
+    @abc.abstractmethod
+    def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
+        """The Delta log's statistics of the integer column ``column`` in every data file of the table at
+        ``version`` (``None``: latest). Read from the log alone: no data file is opened."""
 
 
 def spark_of(spark: "SparkSession | None") -> "SparkSession":

@@ -63,7 +63,7 @@ from nsreplay.storage.arrow_types import to_arrow_schema
 from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
-from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec, contains_timestamp, nullable_schema
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, TableSpec, contains_timestamp, nullable_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -143,6 +143,12 @@ class DeltaRsBackend(Backend):
             DataFile(path=location.file_uri(f["relative"]), size=f["size"], partition_values=f["partition_values"],
                      num_records=f["num_records"])
             for f in self._active_files(self._open(location, version), spec)
+        ]
+
+    def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
+        return [
+            FileColumnStats(f["partition_values"], f["num_records"], *f["range_stats"])
+            for f in self._active_files(self._open(location, version), spec, ColumnRange(column))
         ]
 
     # -- read ---------------------------------------------------------------------------------------

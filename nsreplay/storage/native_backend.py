@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 
 from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import TableNotFoundError
-from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -143,6 +143,11 @@ class NativeDeltaBackend(Backend):
         from nsreplay.storage.deltars_backend import DeltaRsBackend
 
         return DeltaRsBackend(None).files(spec, location, version)
+
+    def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
+        from nsreplay.storage.deltars_backend import DeltaRsBackend
+
+        return DeltaRsBackend(None).column_stats(spec, location, version, column)  # delta-spark writes the same statistics
 
     # -- read / write -------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import json
 import re
 import types
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from pyspark.sql import types as T
 
@@ -22,6 +22,8 @@ __all__ = [
     "TableSpec",
     "CommitInfo",
     "DataFile",
+    "FileColumnStats",
+    "bounds_by_partition",
     "TXN_VERSION",
     "METADATA_MARKER",
     "app_transaction_id",
@@ -334,6 +336,39 @@ class DataFile:
 
     def __hash__(self) -> int:
         return hash((self.path, self.size, tuple(sorted(self.partition_values.items(), key=lambda kv: kv[0])), self.num_records))
+
+
+@dataclass(frozen=True)
+class FileColumnStats:
+    """What the Delta log says of one integer column in one data file: the file's partition values
+    (Delta string forms, as in :class:`DataFile`), its row count, and the column's NULL count, minimum
+    and maximum; ``None`` where the writer stored none."""
+
+    partition_values: Mapping[str, str | None]
+    num_records: int | None
+    nulls: int | None
+    low: int | None
+    high: int | None
+
+
+def bounds_by_partition(files: Iterable[FileColumnStats], by: str) -> dict[str | None, tuple[int, int]] | None:
+    """For each value of the partition column ``by``: the least minimum and the greatest maximum of the
+    column over its files, i.e. ``MIN`` and ``MAX`` of the column grouped by ``by``, from statistics
+    alone. A file of NULLs only (or of no rows) adds nothing, and a partition of such files is absent,
+    as a group whose ``MIN`` is NULL would be. ``None`` when some file's statistics cannot tell (no row
+    or NULL count, or values without bounds): then the data must be read instead."""
+    bounds: dict[str | None, tuple[int, int]] = {}
+    for f in files:
+        if f.num_records is None or f.nulls is None:
+            return None
+        if f.nulls >= f.num_records:
+            continue
+        if f.low is None or f.high is None:
+            return None
+        key = f.partition_values[by]
+        low, high = bounds.get(key, (f.low, f.high))
+        bounds[key] = (min(low, f.low), max(high, f.high))
+    return bounds
 
 
 def nullable_schema(schema: T.StructType) -> T.StructType:

@@ -41,7 +41,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, TableSpec, schema_differences
+from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, TableSpec, bounds_by_partition, schema_differences
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, SparkSession
@@ -191,6 +191,22 @@ class Warehouse:
     def file_uris(self, spec: TableSpec, version: int | None = None) -> list[str]:
         """The absolute paths of :meth:`files` (as on storage; local paths for a local warehouse)."""
         return [f.path for f in self.files(spec, version)]
+
+    def column_bounds(self, spec: TableSpec, column: str, *, by: str, version: int | None = None) -> dict[str | None, tuple[int, int]] | None:
+        """``MIN`` and ``MAX`` of the integer column ``column`` for each value of the partition column
+        ``by`` (its Delta string form, ``None`` for NULL), at ``version`` (``None``: latest), read from the
+        data files' statistics in the Delta log: no data file is opened, so the cost follows the number
+        of files, not of rows. ``None`` when some file has no usable statistics (written before they
+        were kept, or by a writer that keeps none): read the data then. See
+        :func:`nsreplay.storage.spec.bounds_by_partition`.
+        """
+        _check_spec(spec)
+        _check_version(version)
+        if by not in spec.partition_by:
+            raise ValueError(f"{by!r} is not a partition column of {spec.name} (partitioned by {list(spec.partition_by)})")
+        if column not in spec.column_names or column in spec.partition_by:
+            raise ValueError(f"{column!r} is not a data column of {spec.name}")
+        return bounds_by_partition(self._backend.column_stats(spec, self._existing(spec), version, column), by)
 
     # -- read ---------------------------------------------------------------------------------------
 

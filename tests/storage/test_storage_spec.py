@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 from pyspark.sql import types as T
 
 from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, app_transaction_id, schema_differences, to_arrow_schema
+from nsreplay.storage.spec import FileColumnStats, bounds_by_partition
 from nsreplay.storage.arrow_types import UnsupportedTypeError, partition_value, to_arrow_type
 from nsreplay.storage.spec import nullable_schema
 
@@ -306,3 +307,34 @@ def test_column_range_checks_its_arguments() -> None:
         ColumnRange("ts", above="5")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at_most"):
         ColumnRange("ts", at_most=True)
+
+
+# -- bounds_by_partition: MIN / MAX per partition from the files' statistics ----------------------------
+
+
+def _stats(part: str | None, rows: int | None, nulls: int | None, low: int | None, high: int | None) -> FileColumnStats:
+    return FileColumnStats({"namesrv": part, "day": "2024-11-21"}, rows, nulls, low, high)
+
+
+def test_bounds_by_partition_is_min_and_max_per_partition_value() -> None:
+    files = [
+        _stats("a", 5, 0, 10, 20),
+        _stats("a", 3, 1, 4, 12),  # some NULLs: its bounds still count
+        _stats("b", 2, 0, 30, 30),
+        _stats("b", 4, 4, None, None),  # NULLs only: adds nothing
+        _stats(None, 1, 0, 7, 7),  # the NULL partition is a group of its own, as in GROUP BY
+        _stats("c", 0, 0, None, None),  # no rows
+        _stats("d", 2, 2, None, None),  # a partition of NULLs only is absent, as a group whose MIN is NULL
+    ]
+    assert bounds_by_partition(files, "namesrv") == {"a": (4, 20), "b": (30, 30), None: (7, 7)}
+    assert bounds_by_partition(files, "day") == {"2024-11-21": (4, 30)}
+    assert bounds_by_partition([], "namesrv") == {}
+
+
+@pytest.mark.parametrize(
+    "unknown",
+    [_stats("a", None, 0, 1, 2), _stats("a", 3, None, 1, 2), _stats("a", 3, 0, None, 2), _stats("a", 3, 1, 1, None)],
+    ids=["no row count", "no null count", "no minimum", "no maximum"],
+)
+def test_bounds_by_partition_says_nothing_when_a_file_cannot_tell(unknown: FileColumnStats) -> None:
+    assert bounds_by_partition([_stats("a", 5, 0, 10, 20), unknown], "namesrv") is None

@@ -754,6 +754,45 @@ def test_a_read_by_column_range_lists_only_the_files_that_may_hold_it(wh: Wareho
         wh.read(EVENTS, where="ts > 2")  # type: ignore[arg-type]
 
 
+def test_column_bounds_are_spark_min_and_max_per_partition_from_the_log_alone(wh: Warehouse, spark, monkeypatch) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:], [("10.0.0.1:9876", D1, -5, None, "z")])):
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    frame = wh.read(EVENTS)
+    for column in ("ts", "code"):
+        expected = {
+            r.namesrv: (r.low, r.high)
+            for r in frame.groupBy("namesrv").agg(F.min(column).alias("low"), F.max(column).alias("high")).collect()
+            if r.low is not None
+        }
+        assert wh.column_bounds(EVENTS, column, by="namesrv") == expected
+    assert wh.column_bounds(EVENTS, "ts", by="namesrv", version=1) == {"10.0.0.1:9876": (1, 2)}
+    assert wh.column_bounds(EVENTS, "ts", by="date") == {"2024-11-21": (-5, 4), "2024-11-22": (3, 5), None: (6, 6)}
+
+    def no_data_file(*args, **kwargs):
+        raise AssertionError("a data file was opened")
+
+    monkeypatch.setattr(pq, "read_table", no_data_file)
+    monkeypatch.setattr(pq, "ParquetFile", no_data_file)
+    monkeypatch.setattr(DeltaRsBackend, "_read_parquet", no_data_file)
+    assert wh.column_bounds(EVENTS, "ts", by="namesrv")["10.0.0.1:9876"] == (-5, 3)
+    with pytest.raises(ValueError, match="partition column"):
+        wh.column_bounds(EVENTS, "ts", by="code")
+    with pytest.raises(ValueError, match="data column"):
+        wh.column_bounds(EVENTS, "namesrv", by="namesrv")
+
+
+def test_column_bounds_are_none_when_a_file_has_no_statistics(wh: Warehouse, spark, monkeypatch) -> None:
+    import nsreplay.storage.deltars_backend as backend_module
+
+    wh.append(EVENTS, events(spark, ROWS[:2]), commit("w0"))
+    # a file added as writers did before the statistics: its add action holds the row count only
+    monkeypatch.setattr(backend_module, "_file_stats", lambda metadata: {"numRecords": metadata.num_rows})
+    wh.append(EVENTS, events(spark, ROWS[2:4]), commit("w1"))
+    monkeypatch.undo()
+    assert wh.column_bounds(EVENTS, "ts", by="namesrv", version=1) == {"10.0.0.1:9876": (1, 2)}
+    assert wh.column_bounds(EVENTS, "ts", by="namesrv") is None
+
+
 def test_file_statistics_span_every_row_group_and_say_nothing_they_do_not_know(tmp_path) -> None:
     import datetime as _dt_
 
