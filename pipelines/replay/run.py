@@ -30,7 +30,7 @@ import pickle
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -74,6 +74,9 @@ from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 
 JOB = "replay"
 FACTS_UNIT = "~facts"
+#: the replay_state row of a NameServer's start records up to the window end: (ts, rocketmq_version,
+#: config) in processing order, so that the next window reads only its own (see :func:`_start_records`)
+STARTS_UNIT = "~starts"
 
 
 class NothingToReplayError(RuntimeError):
@@ -157,6 +160,49 @@ def _state_ends(states: DataFrame | None, upto: int) -> dict[int, set[str]]:
     return ends
 
 
+def _resume_point(warehouse: Warehouse, published: Published | None, window_from: int | None, origins: Mapping[str, int],
+                  from_last_good: bool) -> int | None:
+    """:func:`resolve_start` for ``window_from``, reading the published states at ``window_from`` only
+    (their own files) when they are complete there, and every earlier window end only when not."""
+    if window_from is None:
+        return None
+    at_start = ColumnRange("window_to", above=window_from - 1, at_most=window_from)
+    try:
+        return resolve_start(window_from, origins, _state_ends(_published_states(warehouse, published, at_start), window_from), False)
+    except MissingPredecessorError:
+        return resolve_start(window_from, origins, _state_ends(_published_states(warehouse, published), window_from), from_last_good)
+
+
+def _start_records(events: Callable[[ColumnRange | None], DataFrame], carried: Mapping[str, list], namesrvs: list[str],
+                   after: int | None, end: int) -> dict[str, list[tuple[int, str, dict]]]:
+    """Every NameServer's start records up to ``end``, as (ts, rocketmq_version, config) in its
+    processing order (:func:`~pipelines.replay.transforms.ranked_events`: of two starts at one ts, the
+    later one runs on). Those up to ``after`` come from the ``carried`` state rows; only a NameServer
+    without one (a warehouse written before they were kept) has its earlier records searched, so a
+    window reads the files of ``(after, end]``, not the history's."""
+    kind = F.col("kind") == "namesrv_start"
+    if after is None:
+        found = events(ColumnRange("ts", at_most=end)).where(kind)
+    else:
+        found = events(ColumnRange("ts", above=after, at_most=end)).where(kind)
+        missing = [ns for ns in namesrvs if ns not in carried]
+        if missing:
+            found = found.unionByName(events(ColumnRange("ts", at_most=after)).where(kind & F.col("namesrv").isin(missing)))
+    ordered = found.orderBy("ts", F.col("seq").isNull(), "seq", "source_file", "line_no")
+    starts: dict[str, list] = {ns: list(carried[ns]) for ns in namesrvs if after is not None and ns in carried}
+    for r in ordered.select("namesrv", "ts", "rocketmq_version", "config").collect():  # start records are few
+        starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
+    return starts
+
+
+def _bookkeeping_states(facts: Mapping[str, UnitFacts], starts: Mapping[str, list], until: int, run_id: str) -> list[tuple]:
+    """The replay_state rows at ``until`` beside the units' own: each NameServer's unit facts and its
+    start records up to ``until``, which the next window carries instead of reading them again."""
+    return [(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()] + [
+        (ns, until, STARTS_UNIT, pickle.dumps([s for s in starts.get(ns, []) if s[0] <= until]), run_id) for ns in facts
+    ]
+
+
 def resolve_start(after: int | None, origins: Mapping[str, int], ends: Mapping[int, set[str]], from_last_good: bool) -> int | None:
     """The window start to resume from: ``after`` when every NameServer with records at or before it
     has a state there; otherwise (with ``from_last_good``) the latest such published end before it, or
@@ -234,14 +280,23 @@ def replay_window(
     for spec in REPLAY_TABLES + (REPLAY_RUNS,):
         warehouse.ensure(spec)
     cfg = settings.replay
-    all_events = warehouse.read(EVENTS)
-    spans = namesrv_spans(all_events)
+    events_version = warehouse.version(EVENTS)
+
+    def events(where: ColumnRange | None = None) -> DataFrame:
+        """silver.events as this run first saw it (an ingest committing meanwhile is not half seen);
+        with ``where``, only the files whose ``ts`` statistics may hold rows in that range are read."""
+        return warehouse.read(EVENTS, version=events_version, where=where)
+
+    # Each NameServer's first and last record from the files' statistics (the log, not the history's
+    # rows); a warehouse whose files predate the statistics is scanned.
+    spans = warehouse.column_bounds(EVENTS, "ts", by="namesrv", version=events_version)
+    if spans is None:
+        spans = namesrv_spans(events())
     if not spans:
         raise NothingToReplayError("silver.events is empty: ingest a capture first")
     until = window_to if window_to is not None else max(hi for _, hi in spans.values())
     if window_from is not None and window_from >= until:
         raise NothingToReplayError(f"empty window: --from {window_from} is not before the end {until}")
-    upto = all_events.where(F.col("ts") <= until)
     origins = {ns: lo for ns, (lo, _) in spans.items() if lo <= until}  # each one's first record up to `until`
     if not origins:
         raise NothingToReplayError(f"no record at or before {until}")
@@ -251,18 +306,19 @@ def replay_window(
     _discard_unpublished(warehouse, published, run_id)
     covered_to = {ns: to for ns, (_, to, _) in (published.coverage.items() if published else [])}
     latest = not covered_to or until >= max(covered_to.values())
-    states = _published_states(warehouse, published)
-    after = resolve_start(window_from, origins, _state_ends(states, window_from if window_from is not None else until), from_last_good)
+    after = _resume_point(warehouse, published, window_from, origins, from_last_good)
     window = Window(after, until, latest)
 
     # Units: the facts carried from before the window, joined with the window's own.
     # the states persisted at `after` (read from their own files, not from every window end's)
     carried = _published_states(warehouse, published, ColumnRange("window_to", above=after - 1, at_most=after)) if after is not None else None
     previous_facts: dict[str, UnitFacts] = {}
+    previous_starts: dict[str, list] = {}
     if carried is not None:
-        for r in carried.where(F.col("unit") == FACTS_UNIT).select("namesrv", "state").collect():  # one small row per NameServer
-            previous_facts[r.namesrv] = pickle.loads(r.state)
-    window_events = all_events.where(window.records())
+        # two small rows per NameServer
+        for r in carried.where(F.col("unit").isin(FACTS_UNIT, STARTS_UNIT)).select("namesrv", "unit", "state").collect():
+            (previous_facts if r.unit == FACTS_UNIT else previous_starts)[r.namesrv] = pickle.loads(r.state)
+    window_events = events(window.record_range())
     changing_window = route_changing(window_events)
     new_facts = unit_facts(changing_window, cfg.default_profile)
     facts = {ns: previous_facts.get(ns, UnitFacts()) | new_facts.get(ns, UnitFacts(profiles=frozenset({cfg.default_profile}))) for ns in origins}
@@ -280,7 +336,7 @@ def replay_window(
         sources += [(ns, unit, inverse.get(unit, BASE_UNIT)) for unit in sorted(now.units())]
     replayed = window_events
     if from_start:
-        replayed = replayed.unionByName(upto.where(F.col("namesrv").isin(from_start) & (F.col("ts") <= after)))
+        replayed = replayed.unionByName(events(ColumnRange("ts", at_most=after)).where(F.col("namesrv").isin(from_start)))
     resume = None
     if sources:
         plan = F.broadcast(local_frame(spark, sources, "namesrv string, unit string, source string"))
@@ -290,11 +346,7 @@ def replay_window(
 
     # Epochs of every NameServer over the whole covered range (start records are few).
     end_of_range = {ns: max(until, covered_to.get(ns, until)) for ns in origins}
-    starts: dict[str, list] = {}
-    # in the NameServer's processing order (ranked_events): of two starts at one ts, the later one runs on
-    ordered = all_events.where(F.col("kind") == "namesrv_start").orderBy("ts", F.col("seq").isNull(), "seq", "source_file", "line_no")
-    for r in ordered.select("namesrv", "ts", "rocketmq_version", "config").collect():
-        starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
+    starts = _start_records(events, previous_starts, sorted(origins), after, max(end_of_range.values()))
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
 
@@ -309,7 +361,7 @@ def replay_window(
     generic = generic_intervals(changes).repartitionByRange(cuts, "namesrv", "table", F.col("valid_to").isNull()).persist(StorageLevel.MEMORY_AND_DISK)
     logged = changes.where(~F.col("carried")).drop("carried")
     ticks = scan_ticks(epoch_df, logged, until, run_id, after=after).persist(StorageLevel.MEMORY_AND_DISK)
-    facts_rows = local_frame(spark, [(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()], REPLAY_STATE.schema)
+    facts_rows = local_frame(spark, _bookkeeping_states(facts, starts, until, run_id), REPLAY_STATE.schema)
     new_states = output.where(F.col("state").isNotNull()).select("namesrv", F.lit(until).alias("window_to"), "unit", "state", F.lit(run_id).alias("run_id"))
     try:
         outputs: dict[str, DataFrame] = {

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 
 from nsreplay.runtime import UsageError, format_ms
 from nsreplay.storage import ColumnRange
@@ -73,10 +71,9 @@ class Window:
         owned = self.owned_instants(column)
         return "true" if owned is None else owned.sql()
 
-    def records(self) -> Column:
-        """The records this window replays."""
-        upper = F.col("ts") <= self.until
-        return upper if self.after is None else upper & (F.col("ts") > self.after)
+    def record_range(self) -> ColumnRange:
+        """The records this window replays: ``after < ts <= until``."""
+        return ColumnRange("ts", above=self.after, at_most=self.until)
 
 
 def _instant(ms: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -112,6 +113,45 @@ def test_ten_minute_windows_equal_one_run(spark, capture, full, cuts, tmp_path) 
     assert len(steps) == 2
     replay_windows(spark, warehouse, steps, "ten")
     assert_same_history(full, warehouse)
+
+
+def test_a_window_reads_only_the_events_after_its_start_even_after_an_older_predecessor(spark, capture, full, cuts, tmp_path, monkeypatch) -> None:
+    """A window with a published predecessor reads silver.events from its start on only: each
+    NameServer's first and last record come from the files' statistics, its start records before the
+    window from the state the predecessor left (``~starts``). A predecessor written before that state
+    was kept (simulated: its rows left out) costs one search of the earlier records, and the result
+    is the same history."""
+    import pipelines.replay.run as replay_run
+
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "reads-ingest")
+    keep_all = replay_run._bookkeeping_states
+    monkeypatch.setattr(replay_run, "_bookkeeping_states", lambda *a: [r for r in keep_all(*a) if r[2] != replay_run.STARTS_UNIT])
+    run_replay(spark, warehouse, load_settings(), "reads-0", window_to=cuts["restart"])
+    monkeypatch.setattr(replay_run, "_bookkeeping_states", keep_all)
+    read = Warehouse.read
+    reads: list = []
+
+    def spy(self, spec, **kwargs):
+        if spec is EVENTS:
+            reads[-1].append(kwargs.get("where"))
+        return read(self, spec, **kwargs)
+
+    monkeypatch.setattr(Warehouse, "read", spy)
+    for i, (after, until) in enumerate([(cuts["restart"], cuts["inside_expiry"]), (cuts["inside_expiry"], cuts["end"])], start=1):
+        reads.append([])
+        run_replay(spark, warehouse, load_settings(), f"reads-{i}", window_from=after, window_to=until)
+    monkeypatch.undo()
+    older, newer = reads
+    earlier = [w for w in older if w is not None and w.above is None]
+    assert [(w.column, w.at_most) for w in earlier] == [("ts", cuts["restart"])]  # the one search for the start records
+    assert all(w is not None and w.column == "ts" and w.above == cuts["restart"] for w in older if w not in earlier), older
+    assert newer and all(w is not None and w.column == "ts" and w.above == cuts["inside_expiry"] for w in newer), newer
+    assert_same_history(full, warehouse)
+    starts = warehouse.read(REPLAY_STATE).where((F.col("unit") == replay_run.STARTS_UNIT) & (F.col("window_to") == cuts["end"]))
+    carried = {r.namesrv: [ts for ts, _, _ in pickle.loads(r.state)] for r in starts.collect()}
+    records = full.read(EVENTS).where(F.col("kind") == "namesrv_start").groupBy("namesrv").agg(F.sort_array(F.collect_list("ts")).alias("ts"))
+    assert carried == {r.namesrv: r.ts for r in records.collect()} and len(carried) >= 2
 
 
 def test_rerunning_windows_replaces_exactly_their_output(spark, full, irregular, cuts) -> None:
