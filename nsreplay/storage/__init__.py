@@ -13,13 +13,14 @@ Public API::
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,
     PredicateViolationError, BackendUnavailableError)
-    native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files)
+    native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files),
+    arrow_types.range_filter(column_range)
 
 Backends: delta-spark where its jars are on the classpath, delta-rs (``deltalake``) elsewhere — including
 this project's CI. See :mod:`nsreplay.storage.warehouse` for the contract.
 """
 
-from nsreplay.storage.arrow_types import UnsupportedTypeError, dataset, partition_value, to_arrow_schema
+from nsreplay.storage.arrow_types import UnsupportedTypeError, dataset, partition_value, range_filter, to_arrow_schema
 from nsreplay.storage.errors import (
     BackendUnavailableError,
     ConcurrentCommitError,
@@ -52,6 +53,7 @@ __all__ = [
     "dataset",
     "native_delta_available",
     "partition_value",
+    "range_filter",
     "schema_differences",
     "sql_string",
     "to_arrow_schema",

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only (spec imports this module)
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
 
-    from nsreplay.storage.spec import DataFile, TableSpec
+    from nsreplay.storage.spec import ColumnRange, DataFile, TableSpec
 
 __all__ = [
     "UnsupportedTypeError",
@@ -50,6 +50,7 @@ __all__ = [
     "to_arrow_schema",
     "partition_value",
     "dataset",
+    "range_filter",
 ]
 
 
@@ -139,6 +140,23 @@ def partition_value(text: str | None, data_type: T.DataType) -> object:
     if isinstance(data_type, T.DateType):
         return _dt.date.fromisoformat(text)
     raise UnsupportedTypeError(f"partition columns of type {data_type.simpleString()} are not supported")
+
+
+def range_filter(where: "ColumnRange | None") -> "pads.Expression | None":
+    """``where`` as a ``pyarrow.dataset`` filter (``None``: no filter): the rows of the files that
+    ``Warehouse.files(spec, where=where)`` gave which are in the range, as :meth:`ColumnRange.sql` is
+    for Spark."""
+    import pyarrow.dataset as pads
+
+    if where is None:
+        return None
+    column = pads.field(where.column)
+    kept = column.is_valid()
+    if where.above is not None:
+        kept = kept & (column > where.above)
+    if where.at_most is not None:
+        kept = kept & (column <= where.at_most)
+    return column.is_null() | kept if where.or_null else kept
 
 
 def dataset(

@@ -152,8 +152,9 @@ class Backend(abc.ABC):
         with ``where``, only its rows in that range (files outside it need not be opened)."""
 
     @abc.abstractmethod
-    def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
-        """The data files of the table at ``version`` (``None``: latest)."""
+    def files(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> list[DataFile]:
+        """The data files of the table at ``version`` (``None``: latest); with ``where``, those whose
+        statistics may hold rows in that range."""
 
     @abc.abstractmethod
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:

@@ -138,11 +138,12 @@ class DeltaRsBackend(Backend):
     def committed(self, location: TableLocation, app_id: str) -> bool:
         return self._open(location).transaction_version(app_id) is not None
 
-    def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
+    def files(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> list[DataFile]:
         return [
             DataFile(path=location.file_uri(f["relative"]), size=f["size"], partition_values=f["partition_values"],
                      num_records=f["num_records"])
-            for f in self._active_files(self._open(location, version), spec)
+            for f in self._active_files(self._open(location, version), spec, where)
+            if where is None or where.may_hold(f["num_records"], *f["range_stats"])
         ]
 
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:

@@ -139,10 +139,10 @@ class NativeDeltaBackend(Backend):
         needle = json.dumps(app_id)  # as it appears inside the userMetadata JSON
         return self._find_in_history(location, needle) is not None
 
-    def files(self, spec: TableSpec, location: TableLocation, version: int | None) -> list[DataFile]:
+    def files(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> list[DataFile]:
         from nsreplay.storage.deltars_backend import DeltaRsBackend
 
-        return DeltaRsBackend(None).files(spec, location, version)
+        return DeltaRsBackend(None).files(spec, location, version, where)
 
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
         from nsreplay.storage.deltars_backend import DeltaRsBackend

@@ -177,8 +177,11 @@ class Warehouse:
         location = self._location(spec)
         return self._backend.exists(location) and self._backend.committed(location, commit.app_id)
 
-    def files(self, spec: TableSpec, version: int | None = None) -> list[DataFile]:
+    def files(self, spec: TableSpec, version: int | None = None, where: ColumnRange | None = None) -> list[DataFile]:
         """The data files of the table at ``version`` (``None``: latest), for readers without Spark.
+
+        ``where``: only the files whose statistics say they may hold rows in that range (they may hold
+        other rows too: filter the rows read). Files without statistics are always among them.
 
         Together with ``spec`` this is all a reader needs: see :class:`DataFile` and
         :func:`nsreplay.storage.arrow_types.dataset`. :class:`TableNotFoundError` /
@@ -186,15 +189,18 @@ class Warehouse:
         """
         _check_spec(spec)
         _check_version(version)
-        return self._backend.files(spec, self._existing(spec), version)
+        if where is not None and not isinstance(where, ColumnRange):
+            raise TypeError(f"where must be a ColumnRange, got {type(where).__name__}")
+        return self._backend.files(spec, self._existing(spec), version, where)
 
     def file_uris(self, spec: TableSpec, version: int | None = None) -> list[str]:
         """The absolute paths of :meth:`files` (as on storage; local paths for a local warehouse)."""
         return [f.path for f in self.files(spec, version)]
 
-    def column_bounds(self, spec: TableSpec, column: str, *, by: str, version: int | None = None) -> dict[str | None, tuple[int, int]] | None:
+    def column_bounds(self, spec: TableSpec, column: str, *, by: str | None = None, version: int | None = None) -> dict[str | None, tuple[int, int]] | None:
         """``MIN`` and ``MAX`` of the integer column ``column`` for each value of the partition column
-        ``by`` (its Delta string form, ``None`` for NULL), at ``version`` (``None``: latest), read from the
+        ``by`` (its Delta string form, ``None`` for NULL; ``by`` None: over the whole table, under the
+        key ``None``), at ``version`` (``None``: latest), read from the
         data files' statistics in the Delta log: no data file is opened, so the cost follows the number
         of files, not of rows. ``None`` when some file has no usable statistics (written before they
         were kept, or by a writer that keeps none): read the data then. See
@@ -202,7 +208,7 @@ class Warehouse:
         """
         _check_spec(spec)
         _check_version(version)
-        if by not in spec.partition_by:
+        if by is not None and by not in spec.partition_by:
             raise ValueError(f"{by!r} is not a partition column of {spec.name} (partitioned by {list(spec.partition_by)})")
         if column not in spec.column_names or column in spec.partition_by:
             raise ValueError(f"{column!r} is not a data column of {spec.name}")

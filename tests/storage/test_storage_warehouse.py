@@ -37,6 +37,7 @@ from nsreplay.storage import (
     Warehouse,
     dataset,
     native_delta_available,
+    range_filter,
 )
 
 D1 = dt.date(2024, 11, 21)
@@ -779,6 +780,23 @@ def test_column_bounds_are_spark_min_and_max_per_partition_from_the_log_alone(wh
         wh.column_bounds(EVENTS, "ts", by="code")
     with pytest.raises(ValueError, match="data column"):
         wh.column_bounds(EVENTS, "namesrv", by="namesrv")
+
+
+def test_files_by_column_range_and_their_arrow_filter_give_the_rows_spark_reads(wh: Warehouse, spark) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:], [("007", None, 7, None, "g")])):
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    ranges = [ColumnRange("ts", above=2, at_most=4), ColumnRange("ts", above=5), ColumnRange("code", at_most=104),
+              ColumnRange("code", at_most=103, or_null=True), ColumnRange("code"), ColumnRange("ts", above=99)]
+    for where in ranges:
+        files = wh.files(EVENTS, where=where)
+        assert len(files) < len(wh.files(EVENTS)), where  # each range leaves some file out
+        got = dataset(EVENTS, files).to_table(filter=range_filter(where)).to_pylist()
+        want = [r.asDict() for r in wh.read(EVENTS, where=where).collect()]
+        key = lambda r: r["ts"]  # noqa: E731
+        assert sorted(got, key=key) == sorted(want, key=key), where
+    assert wh.column_bounds(EVENTS, "ts") == {None: (1, 7)}  # by nothing: the whole table
+    with pytest.raises(TypeError, match="ColumnRange"):
+        wh.files(EVENTS, where="ts > 2")  # type: ignore[arg-type]
 
 
 def test_column_bounds_are_none_when_a_file_has_no_statistics(wh: Warehouse, spark, monkeypatch) -> None:
