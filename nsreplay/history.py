@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import pyarrow.dataset as pads
 
 from nsreplay.model import Answer, BrokerData, BrokerLiveInfo, DataVersion, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info
-from nsreplay.storage import TableSpec, Warehouse, dataset
+from nsreplay.storage import ColumnRange, TableSpec, Warehouse, dataset, range_filter
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,
     BROKER_LIVE_INTERVALS,
@@ -51,6 +51,17 @@ class Coverage:
     profile: str
 
 
+def newest_publish(warehouse: Warehouse) -> ColumnRange | None:
+    """The ``gold.publish_log`` rows that can be the latest publish: those of the greatest
+    ``published_ms``, found from the files' statistics, so a reader opens the file of the newest
+    publish instead of one file per run ever published. ``None`` (every row) when a file has no
+    statistics. The latest publish is the row of the greatest (``published_ms``, ``run_id``)."""
+    bounds = warehouse.column_bounds(PUBLISH_LOG, "published_ms")
+    if not bounds:
+        return None
+    return ColumnRange("published_ms", above=bounds[None][1] - 1)
+
+
 def _alive(t: int) -> pads.Expression:
     return (pads.field("valid_from") <= t) & (pads.field("valid_to").is_null() | (pads.field("valid_to") > t))
 
@@ -62,7 +73,8 @@ class PublishedHistory:
         self._warehouse = Warehouse(root, None, "delta-rs")
         if not self._warehouse.exists(PUBLISH_LOG):
             raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
-        log = dataset(PUBLISH_LOG, self._warehouse.files(PUBLISH_LOG)).to_table()
+        newest = newest_publish(self._warehouse)
+        log = dataset(PUBLISH_LOG, self._warehouse.files(PUBLISH_LOG, where=newest)).to_table(filter=range_filter(newest))
         if log.num_rows == 0:
             raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
         latest = max(log.to_pylist(), key=lambda row: (row["published_ms"], row["run_id"]))

@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from nsreplay.config import Settings
+from nsreplay.history import newest_publish
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.quality.gold_suites import validate_replay
@@ -137,7 +138,8 @@ class Published:
 def latest_publish(warehouse: Warehouse) -> Published | None:
     if not warehouse.exists(PUBLISH_LOG):
         return None
-    rows = warehouse.read(PUBLISH_LOG).select("run_id", "published_ms", "table_versions", "namesrvs").collect()  # one small row per run
+    newest = warehouse.read(PUBLISH_LOG, where=newest_publish(warehouse))  # the newest run's file, not one per run
+    rows = newest.select("run_id", "published_ms", "table_versions", "namesrvs").collect()
     if not rows:
         return None
     row = max(rows, key=lambda r: (r.published_ms, r.run_id))
@@ -173,23 +175,23 @@ def _resume_point(warehouse: Warehouse, published: Published | None, window_from
         return resolve_start(window_from, origins, _state_ends(_published_states(warehouse, published), window_from), from_last_good)
 
 
-def _start_records(events: Callable[[ColumnRange | None], DataFrame], carried: Mapping[str, list], namesrvs: list[str],
+def _start_records(events: Callable[[ColumnRange | None], DataFrame], carried: Mapping[str, list], origins: Mapping[str, int],
                    after: int | None, end: int) -> dict[str, list[tuple[int, str, dict]]]:
     """Every NameServer's start records up to ``end``, as (ts, rocketmq_version, config) in its
     processing order (:func:`~pipelines.replay.transforms.ranked_events`: of two starts at one ts, the
     later one runs on). Those up to ``after`` come from the ``carried`` state rows; only a NameServer
-    without one (a warehouse written before they were kept) has its earlier records searched, so a
-    window reads the files of ``(after, end]``, not the history's."""
+    with records by then but no such row (a warehouse written before they were kept) has its earlier
+    records searched, so a window reads the files of ``(after, end]``, not the history's."""
     kind = F.col("kind") == "namesrv_start"
     if after is None:
         found = events(ColumnRange("ts", at_most=end)).where(kind)
     else:
         found = events(ColumnRange("ts", above=after, at_most=end)).where(kind)
-        missing = [ns for ns in namesrvs if ns not in carried]
+        missing = sorted(ns for ns, origin in origins.items() if origin <= after and ns not in carried)
         if missing:
             found = found.unionByName(events(ColumnRange("ts", at_most=after)).where(kind & F.col("namesrv").isin(missing)))
     ordered = found.orderBy("ts", F.col("seq").isNull(), "seq", "source_file", "line_no")
-    starts: dict[str, list] = {ns: list(carried[ns]) for ns in namesrvs if after is not None and ns in carried}
+    starts: dict[str, list] = {ns: list(carried[ns]) for ns in origins if after is not None and ns in carried}
     for r in ordered.select("namesrv", "ts", "rocketmq_version", "config").collect():  # start records are few
         starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
     return starts
@@ -346,7 +348,7 @@ def replay_window(
 
     # Epochs of every NameServer over the whole covered range (start records are few).
     end_of_range = {ns: max(until, covered_to.get(ns, until)) for ns in origins}
-    starts = _start_records(events, previous_starts, sorted(origins), after, max(end_of_range.values()))
+    starts = _start_records(events, previous_starts, origins, after, max(end_of_range.values()))
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
 

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from nsreplay.runtime import local_frame
-from nsreplay.storage import CommitInfo, Warehouse
+from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from schemas.gold import PUBLISH_LOG, STALE_WINDOWS
 
 
@@ -35,19 +35,23 @@ class StaleWindow:
     detected_ms: int
 
 
-def _published_windows(warehouse: Warehouse) -> list[tuple[int, int, str, int, frozenset[str]]]:
-    """(window_from, window_to, run_id, published_ms, namesrvs) of every publish row, oldest first."""
+def _published_windows(warehouse: Warehouse, ending_from: int | None = None) -> list[tuple[int, int, str, int, frozenset[str]]]:
+    """(window_from, window_to, run_id, published_ms, namesrvs) of every publish row, oldest first;
+    with ``ending_from``, of those whose window ends at or after it (only their files are opened)."""
     if not warehouse.exists(PUBLISH_LOG):
         return []
-    rows = warehouse.read(PUBLISH_LOG).select("window_from", "window_to", "run_id", "published_ms", F.col("namesrvs.namesrv").alias("ns")).collect()
+    where = None if ending_from is None else ColumnRange("window_to", above=ending_from - 1)
+    rows = warehouse.read(PUBLISH_LOG, where=where).select("window_from", "window_to", "run_id", "published_ms", F.col("namesrvs.namesrv").alias("ns")).collect()
     return sorted(((r.window_from, r.window_to, r.run_id, r.published_ms, frozenset(r.ns)) for r in rows), key=lambda w: (w[3], w[2]))
 
 
 def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[str, int], run_id: str) -> list[StaleWindow]:
     """Record the published windows that records newer than their publish make stale: for each
     NameServer, every published window ending at or after its earliest new record."""
-    windows = _published_windows(warehouse)
-    if not windows or not earliest_new:
+    if not earliest_new:
+        return []
+    windows = _published_windows(warehouse, ending_from=min(earliest_new.values()))
+    if not windows:
         return []
     latest_by_window: dict[tuple[int, int], str] = {}
     for w_from, w_to, rid, _, _ in windows:
