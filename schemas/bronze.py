@@ -68,5 +68,6 @@ INGEST_FILES = TableSpec(
             StructField("detail", StringType(), True),
         ]
     ),
-    description="The files each ingest run saw: read, skipped (already ingested), empty or unreadable.",
+    description="The files each ingest run read: read, empty or unreadable. Files already ingested are counted "
+    "in silver.ingest_runs.files_skipped (older warehouses also hold rows 'skipped' for them).",
 )

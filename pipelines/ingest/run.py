@@ -10,15 +10,17 @@ Order of writes (each through the storage module, each an idempotent commit keye
    except the quality results and the run row (status ``failed_quality``), and
    :class:`IngestQualityError` is raised with a readable report.
 3. ``silver.events`` (new records only), ``silver.topic_configs`` (new bodies only),
-   ``silver.quarantine``, then ``bronze.ingest_files`` (which marks the files as ingested) and the
-   ``silver.ingest_runs`` row with reconciled counts.
+   ``silver.quarantine``, then ``bronze.ingest_files`` (which marks the files read as ingested) and
+   the ``silver.ingest_runs`` row with reconciled counts.
 
 Before it reads, a run deletes what runs stopped halfway (killed) left without a run row, and reads
 their files again (``pipelines.ingest.abandoned``).
 
 A file already ingested by a successful run (same path, size and modification time) is skipped, so
-re-ingesting the same files adds nothing; a record seen before (same ``record_id``) counts as a
-duplicate. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
+re-ingesting the same files adds nothing; skipped files are counted in the run row
+(``files_skipped``), not listed in ``bronze.ingest_files``: a schedule that reads the same directory
+every run would otherwise add a row for every old file at every run. A record seen before (same
+``record_id``) counts as a duplicate. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pyspark.sql import functions as F
 
 from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
-from nsreplay.storage import CommitInfo, Warehouse
+from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned
 from pipelines.ingest.capture_files import CaptureFile, list_capture_files
 from pipelines.ingest.records import ParserLimits
@@ -147,19 +149,21 @@ def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tup
 
 
 def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
-    """record_ids already in silver.events, read only from the partitions this batch touches (none
-    while silver.events is empty: then the batch's partitions are not even listed)."""
-    existing = warehouse.read(EVENTS)
-    if existing.isEmpty():  # the first ingest into a warehouse; cheap on any backend (no file to scan)
-        return existing.select("record_id").limit(0)
-    partitions = [(r.namesrv, r.event_date) for r in events.select("namesrv", "event_date").distinct().collect()]
+    """record_ids already in silver.events that the batch's records could repeat: a record_id is a
+    hash of the whole record, ``ts`` included, so only the files whose ``ts`` statistics overlap the
+    batch's span are opened, and in them only the partitions (NameServer, day) the batch touches.
+    Nothing is read while silver.events is empty."""
+    if not warehouse.files(EVENTS):  # the first ingest into a warehouse: the Delta log alone says so
+        return warehouse.read(EVENTS).select("record_id").limit(0)
+    partitions = events.groupBy("namesrv", "event_date").agg(F.min("ts").alias("first"), F.max("ts").alias("last")).collect()
     if not partitions:
-        return existing.select("record_id").limit(0)
+        return warehouse.read(EVENTS).select("record_id").limit(0)
+    span = ColumnRange("ts", above=min(p.first for p in partitions) - 1, at_most=max(p.last for p in partitions))
     cond = None
-    for namesrv, day in partitions:
-        c = (F.col("namesrv") == namesrv) & (F.col("event_date") == day)
+    for p in partitions:
+        c = (F.col("namesrv") == p.namesrv) & (F.col("event_date") == p.event_date)
         cond = c if cond is None else cond | c
-    return existing.where(cond).select("record_id")
+    return warehouse.read(EVENTS, where=span).where(cond).select("record_id")
 
 
 def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, captures: str, run_id: str) -> IngestResult:
@@ -249,7 +253,6 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
             file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) else "empty",
                           per_file.get(f.path, 0), None) for f in to_read]
-            file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "skipped", None, "already ingested") for f in skipped]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:

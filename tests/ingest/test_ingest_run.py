@@ -195,6 +195,10 @@ def test_reingesting_the_same_files_adds_nothing(spark, ingested, matrix) -> Non
     after = {spec.name: warehouse.read(spec).count() for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)}
     assert after == before
     assert (again.files_read, again.files_skipped, again.lines_read) == (0, 5, 0)
+    # the skipped files are counted in the run row, not listed again (a row per old file per run)
+    assert [(r.files_seen, r.files_read, r.files_skipped) for r in warehouse.read(INGEST_RUNS).where(F.col("run_id") == "run-2").collect()] == [(5, 0, 5)]
+    assert warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-2").isEmpty()
+    assert warehouse.read(INGEST_FILES).where(F.col("status") == "skipped").isEmpty()
 
 
 def test_the_same_run_id_twice_commits_nothing_new(spark, ingested, matrix) -> None:
