@@ -35,7 +35,7 @@ from pipelines.replay.transforms import namesrv_spans
 from schemas.silver import EVENTS
 
 HOUR_MS = 3_600_000
-START = F.col("kind") == "namesrv_start"
+START = "kind = 'namesrv_start'"
 
 
 def scan(warehouse: Warehouse, window: ColumnRange) -> tuple:
