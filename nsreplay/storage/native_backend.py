@@ -147,7 +147,7 @@ class NativeDeltaBackend(Backend):
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
         from nsreplay.storage.deltars_backend import DeltaRsBackend
 
-        return DeltaRsBackend(None).column_stats(spec, location, version, column)  # delta-spark writes the same statistics
+        return DeltaRsBackend(None).column_stats(spec, location, version, column)  # delta-spark keeps Delta statistics too (of its first 32 columns by default)
 
     # -- read / write -------------------------------------------------------------------------------
 

@@ -354,8 +354,9 @@ class FileColumnStats:
 def bounds_by_partition(files: Iterable[FileColumnStats], by: str | None) -> dict[str | None, tuple[int, int]] | None:
     """For each value of the partition column ``by``: the least minimum and the greatest maximum of the
     column over its files, i.e. ``MIN`` and ``MAX`` of the column grouped by ``by``, from statistics
-    alone (``by`` None: one group, under the key ``None``, unless no file holds a value). A file of NULLs only (or of no rows) adds nothing, and a partition of such files is absent,
-    as a group whose ``MIN`` is NULL would be. ``None`` when some file's statistics cannot tell (no row
+    alone (``by`` None: one group, under the key ``None``, unless no file holds a value). A file of
+    NULLs only (or of no rows) adds nothing, and a partition of such files is absent, as a group
+    whose ``MIN`` is NULL would be. ``None`` when some file's statistics cannot tell (no row
     or NULL count, or values without bounds): then the data must be read instead."""
     bounds: dict[str | None, tuple[int, int]] = {}
     for f in files:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from nsreplay.runtime import UsageError, format_ms
 from nsreplay.storage import ColumnRange
 

@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow import table as pa_table
 import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
@@ -708,7 +708,7 @@ def test_restore_to_a_version_before_a_new_column_keeps_the_column(wh: Warehouse
 
 def test_files_carry_min_max_and_null_counts_of_their_integer_columns(wh: Warehouse, spark) -> None:
     wh.append(EVENTS, events(spark, ROWS + [("007", None, 7, None, "g")]), commit("r1"))
-    actions = pa_table(DeltaTable(wh.path(EVENTS)).get_add_actions(flatten=False)).to_pylist()
+    actions = pa.table(DeltaTable(wh.path(EVENTS)).get_add_actions(flatten=False)).to_pylist()
     assert actions
     for action in actions:
         content = pq.read_table(os.path.join(wh.path(EVENTS), unquote(action["path"])), columns=["ts", "code"]).to_pydict()
@@ -812,16 +812,12 @@ def test_column_bounds_are_none_when_a_file_has_no_statistics(wh: Warehouse, spa
 
 
 def test_file_statistics_span_every_row_group_and_say_nothing_they_do_not_know(tmp_path) -> None:
-    import datetime as _dt_
-
-    import pyarrow as pa
-
     from nsreplay.storage.deltars_backend import _file_stats
 
     table = pa.table({
         "ts": pa.array([7, 3, None, None, None, 11], pa.int64()),
         "empty": pa.array([None] * 6, pa.int32()),
-        "day": pa.array([_dt_.date(2024, 11, 21)] * 6),  # a date: its Delta form differs, left out
+        "day": pa.array([dt.date(2024, 11, 21)] * 6),  # a date: its Delta form differs, left out
         "name": pa.array(list("abcdef")),
     })
     pq.write_table(table, tmp_path / "groups.parquet", row_group_size=2)  # three row groups; the second holds NULLs only
