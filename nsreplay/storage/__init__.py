@@ -9,8 +9,9 @@ Public API::
                                                                    overwrite / overwrite_counted / restore / read /
                                                                    version / history /
                                                                    committed / files / file_uris /
-                                                                   column_bounds
+                                                                   column_bounds / file_statistics
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
+    FileStatistics(file, columns).may_hold(column_range)          a data file and its columns' statistics
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,
     PredicateViolationError, BackendUnavailableError)
     native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files),
@@ -31,7 +32,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import ColumnRange, CommitInfo, DataFile, TableSpec, app_transaction_id, schema_differences
+from nsreplay.storage.spec import ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, app_transaction_id, schema_differences
 from nsreplay.storage.warehouse import BACKENDS, Warehouse, sql_string
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "CommitInfo",
     "ConcurrentCommitError",
     "DataFile",
+    "FileStatistics",
     "PredicateViolationError",
     "SchemaMismatchError",
     "StorageError",

@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -155,6 +155,11 @@ class Backend(abc.ABC):
     def files(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> list[DataFile]:
         """The data files of the table at ``version`` (``None``: latest); with ``where``, those whose
         statistics may hold rows in that range."""
+
+    @abc.abstractmethod
+    def file_statistics(self, spec: TableSpec, location: TableLocation, version: int | None, columns: tuple[str, ...]) -> list[FileStatistics]:
+        """Every data file of the table at ``version`` (``None``: latest) with the Delta log's
+        statistics of the integer ``columns``. Read from the log alone: no data file is opened."""
 
     @abc.abstractmethod
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:

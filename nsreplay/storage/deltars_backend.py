@@ -63,7 +63,7 @@ from nsreplay.storage.arrow_types import to_arrow_schema
 from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
-from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, TableSpec, contains_timestamp, nullable_schema
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -144,6 +144,15 @@ class DeltaRsBackend(Backend):
                      num_records=f["num_records"])
             for f in self._active_files(self._open(location, version), spec, where)
             if where is None or where.may_hold(f["num_records"], *f["range_stats"])
+        ]
+
+    def file_statistics(self, spec: TableSpec, location: TableLocation, version: int | None, columns: tuple[str, ...]) -> list[FileStatistics]:
+        return [
+            FileStatistics(
+                DataFile(path=location.file_uri(f["relative"]), size=f["size"], partition_values=f["partition_values"], num_records=f["num_records"]),
+                f["column_stats"],
+            )
+            for f in self._active_files(self._open(location, version), spec, stat_columns=columns)
         ]
 
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
@@ -299,9 +308,10 @@ class DeltaRsBackend(Backend):
             raise StorageError(f"cannot open the Delta table at {location.uri}: {exc}") from exc
 
     @staticmethod
-    def _active_files(table: DeltaTable, spec: TableSpec, prune: ColumnRange | None = None) -> list[dict[str, Any]]:
-        """The table's data files: relative path, size, row count, partition values, and with
-        ``prune`` the (NULL count, minimum, maximum) of its column (``None`` where the log has none)."""
+    def _active_files(table: DeltaTable, spec: TableSpec, prune: ColumnRange | None = None, stat_columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """The table's data files: relative path, size, row count, partition values, with ``prune``
+        the (NULL count, minimum, maximum) of its column (``range_stats``; ``None`` where the log has
+        none), and the same for each of ``stat_columns`` (``column_stats``, by column)."""
         actions = pa.table(table.get_add_actions(flatten=False))
         columns = ["path", "size_bytes", "num_records"] + [c for c in ("partition", "null_count", "min", "max") if c in actions.column_names]
         files = []
@@ -315,6 +325,7 @@ class DeltaRsBackend(Backend):
                     "num_records": None if row["num_records"] is None else int(row["num_records"]),
                     "partition_values": {c: _partition_string(typed.get(c)) for c in spec.partition_by},
                     "range_stats": tuple((row.get(k) or {}).get(prune.column) for k in ("null_count", "min", "max")) if prune else (None, None, None),
+                    "column_stats": {c: tuple((row.get(k) or {}).get(c) for k in ("null_count", "min", "max")) for c in stat_columns},
                 }
             )
         return files

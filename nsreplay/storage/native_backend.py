@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 
 from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import TableNotFoundError
-from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -143,6 +143,11 @@ class NativeDeltaBackend(Backend):
         from nsreplay.storage.deltars_backend import DeltaRsBackend
 
         return DeltaRsBackend(None).files(spec, location, version, where)
+
+    def file_statistics(self, spec: TableSpec, location: TableLocation, version: int | None, columns: tuple[str, ...]) -> list[FileStatistics]:
+        from nsreplay.storage.deltars_backend import DeltaRsBackend
+
+        return DeltaRsBackend(None).file_statistics(spec, location, version, columns)
 
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
         from nsreplay.storage.deltars_backend import DeltaRsBackend

@@ -351,6 +351,21 @@ class FileColumnStats:
     high: int | None
 
 
+@dataclass(frozen=True)
+class FileStatistics:
+    """One data file with what the Delta log says of some of its integer columns: for each column, its
+    (NULL count, minimum, maximum), ``None`` where the writer stored none. Lets a reader that keeps
+    a table version's file list prune it by several ranges at once, without reopening the log."""
+
+    file: DataFile
+    columns: Mapping[str, tuple[int | None, int | None, int | None]]
+
+    def may_hold(self, where: ColumnRange) -> bool:
+        """Whether this file may hold a row in ``where`` (see :meth:`ColumnRange.may_hold`); a column
+        whose statistics were not asked for never prunes."""
+        return where.may_hold(self.file.num_records, *self.columns.get(where.column, (None, None, None)))
+
+
 def bounds_by_partition(files: Iterable[FileColumnStats], by: str | None) -> dict[str | None, tuple[int, int]] | None:
     """For each value of the partition column ``by``: the least minimum and the greatest maximum of the
     column over its files, i.e. ``MIN`` and ``MAX`` of the column grouped by ``by``, from statistics

@@ -41,7 +41,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, TableSpec, bounds_by_partition, schema_differences
+from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, bounds_by_partition, schema_differences
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, SparkSession
@@ -213,6 +213,19 @@ class Warehouse:
         if column not in spec.column_names or column in spec.partition_by:
             raise ValueError(f"{column!r} is not a data column of {spec.name}")
         return bounds_by_partition(self._backend.column_stats(spec, self._existing(spec), version, column), by)
+
+    def file_statistics(self, spec: TableSpec, columns: Sequence[str], *, version: int | None = None) -> list[FileStatistics]:
+        """Every data file of the table at ``version`` (``None``: latest), with the Delta log's
+        statistics of the integer data ``columns`` (:class:`FileStatistics`): for a reader that keeps a
+        version's file list and prunes it by several ranges per read (``all(f.may_hold(r) for r in
+        ranges)``), without reopening the log. Files without statistics are never pruned."""
+        _check_spec(spec)
+        _check_version(version)
+        columns = tuple(columns)
+        for column in columns:
+            if column not in spec.column_names or column in spec.partition_by:
+                raise ValueError(f"{column!r} is not a data column of {spec.name}")
+        return self._backend.file_statistics(spec, self._existing(spec), version, columns)
 
     # -- read ---------------------------------------------------------------------------------------
 

@@ -799,6 +799,40 @@ def test_files_by_column_range_and_their_arrow_filter_give_the_rows_spark_reads(
         wh.files(EVENTS, where="ts > 2")  # type: ignore[arg-type]
 
 
+def test_file_statistics_prune_by_several_ranges_like_files_does_by_each(wh: Warehouse, spark, monkeypatch) -> None:
+    """``file_statistics`` lists every file of a version with its columns' statistics from the log
+    alone; a file kept by every one of several ranges is one ``files(where=...)`` keeps for each."""
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:], [("007", None, 7, None, "g")])):
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    every = wh.files(EVENTS)
+    listed = wh.file_statistics(EVENTS, ["ts", "code"])
+    assert {f.file for f in listed} == set(every)
+    assert len(listed) == len(every) and len(wh.file_statistics(EVENTS, ["ts"], version=1)) == len(wh.files(EVENTS, version=1))
+    for f in listed:
+        content = pq.read_table(f.file.path, columns=["ts", "code"]).to_pydict()
+        codes = [c for c in content["code"] if c is not None]
+        assert f.columns["ts"] == (0, min(content["ts"]), max(content["ts"]))
+        assert f.columns["code"] == (len(content["code"]) - len(codes), *((min(codes), max(codes)) if codes else (None, None)))
+    pairs = [
+        (ColumnRange("ts", above=2), ColumnRange("code", at_most=104)),
+        (ColumnRange("ts", at_most=5), ColumnRange("code", above=103, or_null=True)),
+        (ColumnRange("ts", above=6), ColumnRange("code")),
+    ]
+    for ranges in pairs:
+        kept = {f.file for f in listed if all(f.may_hold(r) for r in ranges)}
+        assert kept == set(wh.files(EVENTS, where=ranges[0])) & set(wh.files(EVENTS, where=ranges[1])), ranges
+    assert all(f.may_hold(ColumnRange("body_length", at_most=-1)) for f in listed)  # statistics not asked for never prune
+
+    def no_data_file(*args, **kwargs):
+        raise AssertionError("a data file was opened")
+
+    monkeypatch.setattr(pq, "read_table", no_data_file)
+    monkeypatch.setattr(pq, "ParquetFile", no_data_file)
+    assert len(wh.file_statistics(EVENTS, ["ts"])) == len(every)
+    with pytest.raises(ValueError, match="data column"):
+        wh.file_statistics(EVENTS, ["namesrv"])
+
+
 def test_column_bounds_are_none_when_a_file_has_no_statistics(wh: Warehouse, spark, monkeypatch) -> None:
     import nsreplay.storage.deltars_backend as backend_module
 
