@@ -71,7 +71,7 @@ class ServeBench:
 
     def report(self) -> str:
         lines = [
-            f"warehouse {self.warehouse}: run {self.run_id}, {self.namesrvs} NameServers, {self.interval_rows:,} interval rows",
+            f"warehouse {self.warehouse}: run {self.run_id}, {self.namesrvs} NameServers, {self.interval_rows:,} interval rows held (the broker-live table is read per request)",
             f"index: built in {self.index_build_seconds:.2f} s, {self.index_mb:.1f} MB of arrays; server RSS {self.server_rss_start_mb:.0f} MB after start, "
             f"{self.server_rss_end_mb:.0f} MB at the end (peak {self.server_rss_peak_mb:.0f} MB)",
             f"HTTP first pass over the {self.http_cold_pass_requests:,} random lookups (answers rendered, cache cold): {self.http_cold_pass_rps:,.0f} req/s",

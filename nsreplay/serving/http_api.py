@@ -28,6 +28,7 @@ from nsreplay.model import ResponseCode
 from nsreplay.runtime import UsageError, format_ms, parse_time
 from nsreplay.serving.index import RouteIndex, UnknownTableError
 from nsreplay.serving.openapi import HISTORY_PARAMS, ROUTE_PARAMS, openapi_document
+from nsreplay.serving.stored import StoredReadError
 
 __all__ = ["BadRequest", "make_app"]
 
@@ -114,7 +115,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Map every failure to a JSON answer: 400 bad parameter, 404 not covered/unknown, 405 method,
-    aiohttp's own 4xx as they are; anything unexpected is logged and answered 500 (a bug)."""
+    aiohttp's own 4xx as they are, 503 when published files cannot be read (logged); anything
+    unexpected is logged and answered 500 (a bug)."""
     try:
         return await handler(request)
     except BadRequest as exc:
@@ -129,6 +131,9 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status >= 500:
             raise
         return _error(exc.status, exc.reason or "bad request")
+    except StoredReadError as exc:  # an operational fault (a vacuum, storage), not the request's
+        log.warning("answering %s: %s", request.path, exc)
+        return _error(503, str(exc))
     except (UnicodeError, ValueError) as exc:  # undecodable query strings and the like
         return _error(400, f"bad request: {exc}"[:300])
     except Exception:  # noqa: BLE001 - the last resort; a bug, never the client's fault

@@ -15,10 +15,18 @@ Contract:
   ``t``), raising :class:`~nsreplay.history.OutsideCoverageError` (subclasses
   :class:`UnknownNamesrvError`, :class:`OutsideRangeError`) and
   :class:`~nsreplay.history.NotPublishedError` like it. ``t=None`` is the end of the covered range.
-* Memory is proportional to the number of interval rows: each table is kept columnar (an Arrow
-  table plus numpy arrays) sorted by ``(namesrv, key, valid_from)``; a lookup is one
-  ``searchsorted`` over a composite ``key_id << 40 | (valid_from - base)`` array per key set, so
-  O(k log n) for k keys. A topic's route answer can only change at the instants where one of the
+* The tables a route, cluster or topic-list answer is made of (:data:`RESIDENT`: topicQueueTable,
+  brokerAddrTable, clusterAddrTable, filterServerTable, orderTopicConf) are held in memory,
+  columnar (an Arrow table plus numpy arrays) sorted by ``(namesrv, key, valid_from)``; a lookup is
+  one ``searchsorted`` over a composite ``key_id << 40 | (valid_from - base)`` array per key set,
+  so O(k log n) for k keys.
+* The broker-live table is not held: a row per broker per heartbeat, it is 87 % of the interval
+  rows of a day (bench-day: 1.1 M rows, 227 of 262 MB), and only full snapshots and
+  ``/v1/tables`` need it. Those read the live rows of an instant from the published files whose
+  Delta statistics may hold it (:class:`~nsreplay.serving.stored.StoredTable`): tens of
+  milliseconds, against the microseconds of the route, cluster and topic-list lookups, which
+  never touch it. ``gold.route_changes``' rows of the route tables are held for route history.
+* A topic's route answer can only change at the instants where one of the
   rows it is made of starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached
   per (NameServer, topic, shape, segment between two such instants), which keeps the cache exact,
   so a repeated lookup costs one bisection.
@@ -56,6 +64,7 @@ from nsreplay.model import (
 )
 from nsreplay.model.render import ROUTE_TABLES, STANDARD_JSON_MIN_VERSION, Shape
 from nsreplay.runtime import format_ms
+from nsreplay.serving.stored import StoredTable
 from nsreplay.storage import TableSpec, Warehouse, dataset
 from schemas.gold import (
     INTERVAL_KEYS,
@@ -67,6 +76,7 @@ from schemas.gold import (
 __all__ = [
     "IndexBuildError",
     "OutsideRangeError",
+    "RESIDENT",
     "RouteChange",
     "RouteIndex",
     "TABLES",
@@ -81,6 +91,10 @@ _EMPTY = np.empty(0, dtype=np.int64)
 #: The tables /v1/tables serves: API name → gold interval table (the five route tables + order conf).
 TABLES: dict[str, TableSpec] = INTERVAL_TABLES
 _KEYS: dict[str, tuple[str, ...]] = {name: INTERVAL_KEYS[spec.name] for name, spec in TABLES.items()}
+_STORED = "brokerLiveTable"  # read per request (see the module docstring)
+#: The tables held in memory: every table of TABLES but the broker-live table.
+RESIDENT: dict[str, TableSpec] = {name: spec for name, spec in TABLES.items() if name != _STORED}
+_LIVE_COLUMNS = ["cluster", "broker_addr", "last_update_ts", "heartbeat_timeout_ms", "dv_state_version", "dv_timestamp", "dv_counter", "conn", "ha_server_addr"]
 
 
 class UnknownNamesrvError(OutsideCoverageError):
@@ -241,8 +255,10 @@ class RouteIndex:
 
         self._tables: dict[str, _Intervals] = {
             name: _Intervals(_read(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon)
-            for name, spec in TABLES.items()
+            for name, spec in RESIDENT.items()
         }
+        live = TABLES[_STORED]
+        self._live = StoredTable(warehouse, live, self.versions[live.name], ("valid_from", "valid_to"))
         self._load_epochs(warehouse)
         self._load_topic_columns()
         self._load_changes(warehouse)
@@ -455,10 +471,13 @@ class RouteIndex:
         if spec is None:
             raise UnknownTableError(f"unknown table {table!r}; one of: {', '.join(TABLES)}")
         t = self.check(namesrv, t)
-        intervals = self._tables[table]
-        rows = intervals.alive_ns(namesrv, t)
         columns = [c for c in _interval_columns(spec) if c != "namesrv"]
-        out = intervals.table.select(columns).take(pa.array(rows, type=pa.int64())).to_pylist() if len(rows) else []
+        if table == _STORED:
+            out = self._live_rows(namesrv, t, columns)
+        else:
+            intervals = self._tables[table]
+            rows = intervals.alive_ns(namesrv, t)
+            out = intervals.table.select(columns).take(pa.array(rows, type=pa.int64())).to_pylist() if len(rows) else []
         if table == "brokerAddrTable":
             for r in out:
                 r["broker_addrs"] = {str(i): a for i, a in sorted(r["broker_addrs"])}
@@ -477,9 +496,8 @@ class RouteIndex:
         clusters: dict[str, set[str]] = {}
         for _, c, name in ctable.alive_ns_with_keys(namesrv, t)[1]:
             clusters.setdefault(c, set()).add(name)
-        live_table = self._tables["brokerLiveTable"]
         live = {}
-        for r in live_table.table.take(pa.array(live_table.alive_ns(namesrv, t), type=pa.int64())).to_pylist():
+        for r in self._live_rows(namesrv, t, _LIVE_COLUMNS):
             live[_live_key(r)] = BrokerLiveInfo(
                 r["last_update_ts"], r["heartbeat_timeout_ms"], DataVersion(r["dv_state_version"], r["dv_timestamp"], r["dv_counter"]), r["conn"], r["ha_server_addr"]
             )
@@ -526,6 +544,14 @@ class RouteIndex:
             return route_info(_empty_snapshot(self._epoch(namesrv, cov.from_ts)), topic, request_version=401, shape="standard")
         return self.route(namesrv, topic, t, request_version=401, shape="standard")
 
+    def _live_rows(self, namesrv: str, t: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """``columns`` of the broker-live rows of ``namesrv`` valid at ``t``, in key order (read from
+        the published files that may hold them)."""
+        keys = [c for c in _KEYS[_STORED] if c not in columns]
+        table = self._live.alive(namesrv, t, [*columns, *keys])
+        table = table.sort_by([(c, "ascending") for c in _KEYS[_STORED]])
+        return table.drop_columns(keys).to_pylist() if keys else table.to_pylist()
+
     def _changes_at(self, namesrv: str, topic: str, ts: int) -> tuple[dict[str, Any], ...]:
         parts = [self._change_groups.get((namesrv, "topic", topic), _EMPTY), self._change_groups.get((namesrv, "filter", None), _EMPTY)]
         brokers = self._tables["brokerAddrTable"]
@@ -555,7 +581,7 @@ class RouteIndex:
         return {_live_key(r): tuple(r["filter_servers"]) for r in table.take(pa.array(rows, type=pa.int64())).to_pylist()}
 
     def memory_bytes(self) -> int:
-        """Bytes held by the indexed tables (Arrow buffers and numpy arrays)."""
+        """Bytes held in memory: the resident tables and the route changes (Arrow buffers and numpy arrays)."""
         total = sum(t.table.nbytes + t.comp.nbytes + t.valid_to.nbytes + t.key_start.nbytes for t in self._tables.values())
         return total + self._changes.nbytes + self._tq_ints.nbytes + self._change_ts.nbytes
 

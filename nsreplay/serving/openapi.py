@@ -55,10 +55,13 @@ _ERRORS = {
 }
 
 
-def _get(summary: str, description: str, parameters: list[dict[str, Any]], ok: dict[str, Any], not_found: dict[str, Any] | None = None) -> dict[str, Any]:
+def _get(summary: str, description: str, parameters: list[dict[str, Any]], ok: dict[str, Any], not_found: dict[str, Any] | None = None,
+         unavailable: dict[str, Any] | None = None) -> dict[str, Any]:
     responses = {"200": ok, **_ERRORS}
     if not_found is not None:
         responses["404"] = not_found
+    if unavailable is not None:
+        responses["503"] = unavailable
     return {"get": {"summary": summary, "description": description, "parameters": parameters, "responses": responses}}
 
 
@@ -255,6 +258,8 @@ def openapi_document(*, namesrvs: Sequence[str] = (), instants: Sequence[str] = 
                 + ", ".join(f"`{t}`" for t in TABLE_NAMES) + " (orderTopicConf: the ORDER_TOPIC_CONFIG KV entries).",
                 [_path_param("table", "The table name.", {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}), namesrv, at],
                 _json(_ref("TableRows"), "The rows."),
+                unavailable=_json(_ref("Error"), "brokerLiveTable only: the shim reads it from the published files per request, and they "
+                                  "cannot be read (removed by a vacuum, storage unreachable; the message says which). Other tables still answer."),
             ),
             "/v1/history/route/{topic}": _get(
                 "How a topic's route changed over a window",

@@ -106,6 +106,38 @@ def test_windows_cut_through_incidents_equal_one_run(full, irregular) -> None:
     assert [(c.namesrv, c.to_ts) for c in published.coverage()] == [(c.namesrv, c.to_ts) for c in PublishedHistory(full.root).coverage()]
 
 
+def test_the_shim_answers_a_history_of_windows_from_the_files_an_instant_needs(full, irregular, cuts) -> None:
+    """The shim's index over the windows' history answers full snapshots and the broker-live table
+    (read per request) like the oracle over one run, at every cut and around it, and route history
+    like an index over one run. An instant's broker-live rows are read from the files whose
+    statistics may hold it, not from every window's."""
+    from nsreplay.serving.index import RouteIndex
+    from nsreplay.serving.source import HistorySource
+    from nsreplay.serving.stored import alive_at
+    from schemas.gold import BROKER_LIVE_INTERVALS
+
+    index, one_run, oracle = RouteIndex.load(irregular.root), RouteIndex.load(full.root), HistorySource(full.root)
+    one_run_rows = PublishedHistory(full.root)
+    pruned = compared = 0
+    for cov in index.coverage():
+        ns = cov.namesrv
+        instants = sorted({cov.from_ts, cov.to_ts} | {c + d for c in cuts.values() for d in (-1, 0, 1) if cov.from_ts <= c + d <= cov.to_ts})
+        for t in instants:
+            assert index.snapshot(ns, t) == oracle.snapshot(ns, t), (ns, t)
+            _, _, rows = index.table_rows(ns, "brokerLiveTable", t)
+            want = [{k: v for k, v in r.items() if k not in ("namesrv", "run_id")} for r in one_run_rows.rows(BROKER_LIVE_INTERVALS, ns, t)]
+            assert sorted(rows, key=repr) == sorted(want, key=repr), (ns, t)
+            compared += len(rows)
+        every = index._live.files(ns, [])
+        for t in (cov.from_ts, cov.to_ts):
+            opened = index._live.files(ns, alive_at(t))
+            assert set(opened) <= set(every) and (opened or t == cov.from_ts), (ns, t)  # nothing is alive before the first record
+            pruned += len(every) - len(opened)
+        for topic in one_run.topic_names(ns):
+            assert index.route_history(ns, topic, None, None) == one_run.route_history(ns, topic, None, None), (ns, topic)
+    assert pruned > 0 and compared > 0
+
+
 def test_ten_minute_windows_equal_one_run(spark, capture, full, cuts, tmp_path) -> None:
     warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
     run_ingest(spark, warehouse, load_settings(), str(capture), "ten-ingest")

@@ -1,0 +1,84 @@
+"""A published table the shim reads from storage per request instead of holding it in memory.
+
+    live = StoredTable(warehouse, BROKER_LIVE_INTERVALS, version, ("valid_from", "valid_to"))
+    live.alive("10.0.0.10:9876", t, columns)          # rows with valid_from <= t < valid_to (or open)
+    live.read("10.0.0.10:9876", [ColumnRange("valid_to", above=t0, at_most=t1)], columns, condition)
+
+Contract:
+
+* The file list of the table at ``version`` (the version a publish names) and the Delta log's
+  statistics of ``stat_columns`` are read once, at construction: no request reopens the log.
+* A read opens only the files of the NameServer's partition whose statistics may hold a row in
+  every one of the ranges (:meth:`files`), then filters the rows exactly: the answer is the rows of
+  the whole table version that the ranges and ``condition`` select, whatever the pruning left out.
+* Memory is the file list (one entry per data file), not the rows: a table that grows with every
+  heartbeat (``gold.broker_live_intervals``) costs the shim what a request reads, for as long as
+  it answers it.
+* A file that cannot be read (removed by a vacuum that did not keep the published versions, storage
+  unreachable, damaged) raises :class:`StoredReadError`, which names the table and version: an
+  operational fault the front ends answer 503, never a wrong answer.
+* Immutable; safe to share between threads.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from nsreplay.storage import ColumnRange, DataFile, FileStatistics, TableSpec, Warehouse, dataset, range_filter
+
+
+class StoredReadError(RuntimeError):
+    """The published files of a table version cannot be read (the message names them and why)."""
+
+
+def alive_at(t: int) -> list[ColumnRange]:
+    """The interval rows valid at ``t`` (``valid_from <= t < valid_to``, ``valid_to`` NULL when still
+    open) as two ranges, each of which prunes files: of the past by ``valid_to``, of the future by
+    ``valid_from``."""
+    return [ColumnRange("valid_from", at_most=t), ColumnRange("valid_to", above=t, or_null=True)]
+
+
+class StoredTable:
+    """The files of one table version, pruned per read by partition and statistics (module docstring)."""
+
+    def __init__(self, warehouse: Warehouse, spec: TableSpec, version: int, stat_columns: Sequence[str]) -> None:
+        if spec.partition_by != ("namesrv",):
+            raise ValueError(f"{spec.name} is not partitioned by namesrv alone (partition_by={list(spec.partition_by)})")
+        self.spec = spec
+        self.version = version
+        self._files: dict[str | None, list[FileStatistics]] = {}
+        for f in warehouse.file_statistics(spec, stat_columns, version=version):
+            self._files.setdefault(f.file.partition_values["namesrv"], []).append(f)
+
+    @property
+    def file_count(self) -> int:
+        """Data files of the table version (every NameServer)."""
+        return sum(len(files) for files in self._files.values())
+
+    def files(self, namesrv: str, ranges: Sequence[ColumnRange]) -> list[DataFile]:
+        """The files of ``namesrv`` that may hold a row in every one of ``ranges``."""
+        return [f.file for f in self._files.get(namesrv, []) if all(f.may_hold(r) for r in ranges)]
+
+    def read(self, namesrv: str, ranges: Sequence[ColumnRange], columns: Sequence[str], condition: pads.Expression | None = None) -> pa.Table:
+        """``columns`` of the rows of ``namesrv`` in every one of ``ranges`` and satisfying
+        ``condition``, from the files that may hold them."""
+        files = self.files(namesrv, ranges)
+        predicate = pads.field("namesrv") == namesrv
+        for r in ranges:
+            predicate = predicate & range_filter(r)
+        if condition is not None:
+            predicate = predicate & condition
+        try:
+            return dataset(self.spec, files).to_table(columns=list(columns), filter=predicate)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoredReadError(f"cannot read {self.spec.name} at version {self.version} (published files missing or unreadable: {exc})"[:500]) from exc
+
+    def alive(self, namesrv: str, t: int, columns: Sequence[str]) -> pa.Table:
+        """``columns`` of the interval rows of ``namesrv`` valid at ``t`` (see :func:`alive_at`)."""
+        return self.read(namesrv, alive_at(t), columns)
+
+
+__all__ = ["StoredReadError", "StoredTable", "alive_at"]
