@@ -9,7 +9,7 @@ Public API::
                                                                    overwrite / overwrite_counted / restore / read /
                                                                    version / history /
                                                                    committed / files / file_uris /
-                                                                   column_bounds / file_statistics
+                                                                   column_bounds / file_statistics / files_written_by
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
     FileStatistics(file, columns).may_hold(column_range)          a data file and its columns' statistics
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,

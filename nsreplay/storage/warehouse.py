@@ -214,6 +214,31 @@ class Warehouse:
             raise ValueError(f"{column!r} is not a data column of {spec.name}")
         return bounds_by_partition(self._backend.column_stats(spec, self._existing(spec), version, column), by)
 
+    def files_written_by(self, spec: TableSpec, commit: CommitInfo, *, newest: int = 100) -> list[DataFile] | None:
+        """The data files that the commit of ``commit``'s (job, run id) added to the table and that its
+        latest version still holds, for a reader after one run's rows: they are found from the Delta
+        log (the commit among the table's ``newest`` commits, and the files of its version and the
+        one before), so the cost follows ``newest``, not the number of runs the table holds.
+
+        ``None`` when no such commit is among the ``newest`` (an older run, or one written by another
+        writer) or its log has expired: read the table with a filter then. ``[]`` when that commit's files were removed
+        since (a RESTORE, an overwrite). :class:`TableNotFoundError` if the table does not exist.
+        """
+        _check_spec(spec)
+        _check_commit(commit)
+        if isinstance(newest, bool) or not isinstance(newest, int) or newest < 1:
+            raise ValueError(f"newest must be a positive int, got {newest!r}")
+        found = next((e["version"] for e in self.history(spec, limit=newest) if e["app_id"] == commit.app_id), None)
+        if found is None:
+            return None
+        try:
+            before = {f.path for f in self.files(spec, found - 1)} if found > 0 else set()
+            written = self.files(spec, found)
+        except VersionNotFoundError:  # its log expired (older than the log retention): not findable
+            return None
+        latest = {f.path for f in self.files(spec)}
+        return [f for f in written if f.path not in before and f.path in latest]
+
     def file_statistics(self, spec: TableSpec, columns: Sequence[str], *, version: int | None = None) -> list[FileStatistics]:
         """Every data file of the table at ``version`` (``None``: latest), with the Delta log's
         statistics of the integer data ``columns`` (:class:`FileStatistics`): for a reader that keeps a

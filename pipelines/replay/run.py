@@ -32,14 +32,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+import pyarrow.dataset as pads
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from nsreplay.config import Settings
 from nsreplay.history import newest_publish
 from nsreplay.runtime import local_frame
-from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
+from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
@@ -74,6 +76,7 @@ from schemas.gold import (
 from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 
 JOB = "replay"
+GOLD_QUALITY_JOB = "gold-quality"
 FACTS_UNIT = "~facts"
 #: the replay_state row of a NameServer's start records up to the window end: (ts, rocketmq_version,
 #: config) in processing order, so that the next window reads only its own (see :func:`_start_records`)
@@ -445,12 +448,28 @@ def replay_window(
 # ---------------------------------------------------------------------------------- stages 2 and 3
 
 
+def run_rows(warehouse: Warehouse, spec: TableSpec, job: str, run_id: str) -> list[dict[str, Any]]:
+    """The rows of ``spec`` whose ``run_id`` is ``run_id``, as dicts (map columns as dicts). Read from
+    the files that ``job``'s commit of that run added, when the Delta log names it among the table's
+    newest commits (:meth:`Warehouse.files_written_by`; the common case: the stage right after the
+    one that wrote them), so a table of thousands of runs is not read whole to find one; else by a
+    filter over the whole table."""
+    files = warehouse.files_written_by(spec, CommitInfo(run_id=run_id, job=job))
+    if files:
+        maps = {f.name for f in spec.schema.fields if isinstance(f.dataType, T.MapType)}
+        table = dataset(spec, files).to_table(filter=pads.field("run_id") == run_id)
+        rows = [{k: dict(v) if k in maps and v is not None else v for k, v in row.items()} for row in table.to_pylist()]
+        if rows:
+            return rows
+    return [r.asDict(recursive=True) for r in warehouse.read(spec).where(F.col("run_id") == run_id).collect()]
+
+
 def written_run(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
     """The ``gold.replay_runs`` row of ``run_id`` (:class:`NotWrittenError` if there is none)."""
-    rows = warehouse.read(REPLAY_RUNS).where(F.col("run_id") == run_id).collect() if warehouse.exists(REPLAY_RUNS) else []
+    rows = run_rows(warehouse, REPLAY_RUNS, JOB, run_id) if warehouse.exists(REPLAY_RUNS) else []
     if not rows:
         raise NotWrittenError(f"run {run_id!r} has written no replay: run its replay stage first")
-    return rows[0].asDict(recursive=True)
+    return rows[0]
 
 
 def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> QualityReport:
@@ -460,7 +479,7 @@ def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> Qual
     within = owned_rows(Window(run["window_from"], run["window_to"], latest=True))
     tables = {spec.name: warehouse.read(spec, version=run["table_versions"][spec.name], where=within[spec.name]) for spec in REPLAY_TABLES}
     report = validate_replay(spark, run_id=run_id, tables=tables)
-    warehouse.append(QUALITY_RESULTS, local_frame(spark, report.rows, QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job="gold-quality"))
+    warehouse.append(QUALITY_RESULTS, local_frame(spark, report.rows, QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job=GOLD_QUALITY_JOB))
     return report
 
 
@@ -468,10 +487,10 @@ def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> di
     """Append the publish row of ``run_id`` (idempotent); :class:`PublishRefusedError` when its
     quality check failed or is missing, or when another run wrote gold tables since."""
     run = written_run(warehouse, run_id)
-    results = warehouse.read(QUALITY_RESULTS).where((F.col("run_id") == run_id) & F.col("suite").startswith("gold.")).select("success").collect()
+    results = [r for r in run_rows(warehouse, QUALITY_RESULTS, GOLD_QUALITY_JOB, run_id) if r["suite"].startswith("gold.")] if warehouse.exists(QUALITY_RESULTS) else []
     if not results:
         raise PublishRefusedError(f"run {run_id!r} has no gold quality results: run its quality stage first")
-    if not all(r.success for r in results):
+    if not all(r["success"] for r in results):
         raise PublishRefusedError(f"run {run_id!r} failed its gold quality checks (see silver.quality_results); nothing published")
     commit = CommitInfo(run_id=run_id, job="publish", window_from=run["window_from"], window_to=run["window_to"])
     if warehouse.committed(PUBLISH_LOG, commit):

@@ -859,3 +859,25 @@ def test_file_statistics_span_every_row_group_and_say_nothing_they_do_not_know(t
     assert stats == {"numRecords": 6, "minValues": {"ts": 3}, "maxValues": {"ts": 11}, "nullCount": {"ts": 3, "empty": 6}}
     pq.write_table(table, tmp_path / "bare.parquet", write_statistics=False)
     assert _file_stats(pq.read_metadata(tmp_path / "bare.parquet")) == {"numRecords": 6}
+
+
+def test_files_written_by_a_commit_are_those_it_added_that_the_table_still_holds(wh: Warehouse, spark) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    added = {i: relative_files(wh, i + 1) - (relative_files(wh, i) if i else set()) for i in range(3)}
+    for i in range(3):
+        found = wh.files_written_by(EVENTS, commit(f"w{i}"))
+        assert {Path(f.path).name for f in found} == {Path(f).name for f in added[i]} and found
+        assert_same(dataset_frame(spark, found), events(spark, [ROWS[:2], ROWS[2:4], ROWS[4:]][i]))
+    assert wh.files_written_by(EVENTS, commit("w0"), newest=2) is None  # not among the newest two commits
+    assert wh.files_written_by(EVENTS, commit("w9")) is None
+    assert wh.files_written_by(EVENTS, commit("w1", job="replay")) is None  # the same run id, another job
+    wh.restore(EVENTS, 2, commit("undo", job="repair"))  # w2's files are removed
+    assert wh.files_written_by(EVENTS, commit("w2")) == []
+    with pytest.raises(ValueError, match="newest"):
+        wh.files_written_by(EVENTS, commit("w1"), newest=0)
+
+
+def dataset_frame(spark: SparkSession, files) -> DataFrame:
+    rows = dataset(EVENTS, files).to_table().to_pylist()
+    return events(spark, [tuple(r[c] for c in EVENTS.schema.fieldNames()) for r in rows])
