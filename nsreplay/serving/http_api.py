@@ -9,13 +9,17 @@ Contract (the OpenAPI document in :mod:`nsreplay.serving.openapi` is the detaile
 * bad parameters → 400 ``{"error": ...}``; unknown NameServer, instant outside the covered range,
   unknown path or table → 404 ``{"error": ...}``; a topic without a route → 404 with the
   NameServer's own ``{"code": 17, "remark": ...}``;
-* every handler runs behind one guard (:func:`_guard`), so no input can produce a 5xx;
+* every handler runs behind one guard (:func:`_guard`), so no input can produce a 5xx; published
+  files that cannot be read (the broker-live table, read per request) → 503, an operational fault;
 * each request takes the index reference once and answers from it, so a reload never changes
-  an answer half way.
+  an answer half way;
+* ``/v1/tables`` and ``/v1/history`` answer from a worker thread: a read of the broker-live table's
+  files or a long history never holds up the route lookups on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Awaitable, Callable, Mapping
@@ -197,7 +201,9 @@ def make_app(get_index: IndexGetter) -> web.Application:
         params = _query(request, ROUTE_PARAMS)
         namesrv = _namesrv(index, params)
         table = _text(request.match_info["table"], "table")
-        t, tick, rows = index.table_rows(namesrv, table, _time(params, "at"))
+        # off the event loop: the broker-live table is read from storage (tens of ms), and the route
+        # lookups of other clients must not wait for it
+        t, tick, rows = await asyncio.to_thread(index.table_rows, namesrv, table, _time(params, "at"))
         body = {"namesrv": namesrv, "table": table, "at": t, "tick": tick, "run_id": index.run_id, "rows": rows}
         return _ok(orjson.dumps(body), index, t)
 
@@ -209,7 +215,7 @@ def make_app(get_index: IndexGetter) -> web.Application:
         t_from, t_to = _time(params, "from"), _time(params, "to")
         if t_from is not None and t_to is not None and t_from > t_to:
             raise BadRequest(f"from ({t_from}) is after to ({t_to})")
-        changes = index.route_history(namesrv, topic, t_from, t_to)
+        changes = await asyncio.to_thread(index.route_history, namesrv, topic, t_from, t_to)  # a long range renders many answers
         body = [
             {"ts": c.ts, "time": format_ms(c.ts), "tick_ts": c.tick_ts, "code": c.answer.code,
              "route": orjson.Fragment(c.answer.body) if c.answer.code == ResponseCode.SUCCESS and c.answer.body else None,
