@@ -221,8 +221,9 @@ class Warehouse:
         one before), so the cost follows ``newest``, not the number of runs the table holds.
 
         ``None`` when no such commit is among the ``newest`` (an older run, or one written by another
-        writer) or its log has expired: read the table with a filter then. ``[]`` when that commit's files were removed
-        since (a RESTORE, an overwrite). :class:`TableNotFoundError` if the table does not exist.
+        writer) or its log has expired: read the table with a filter then. ``[]`` when that commit's
+        files were removed since (a RESTORE, an overwrite). :class:`TableNotFoundError` if the table
+        does not exist.
         """
         _check_spec(spec)
         _check_commit(commit)
