@@ -24,12 +24,12 @@ Contract:
   rows of a day (bench-day: 1.1 M rows, 227 of 262 MB), and only full snapshots and
   ``/v1/tables`` need it. Those read the live rows of an instant from the published files whose
   Delta statistics may hold it (:class:`~nsreplay.serving.stored.StoredTable`): tens of
-  milliseconds, against the microseconds of the route, cluster and topic-list lookups, which
-  never touch it. ``gold.route_changes``' rows of the route tables are held for route history.
-* A topic's route answer can only change at the instants where one of the
-  rows it is made of starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached
-  per (NameServer, topic, shape, segment between two such instants), which keeps the cache exact,
-  so a repeated lookup costs one bisection.
+  milliseconds a lookup, while the route, cluster and topic-list lookups never touch it.
+  ``gold.route_changes``' rows of the route tables are held, for route history.
+* A topic's route answer can only change at the instants where one of the rows it is made of
+  starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached per (NameServer,
+  topic, shape, segment between two such instants), which keeps the cache exact, so a repeated
+  lookup costs one bisection.
 * Immutable after :meth:`RouteIndex.load`; safe to share between threads and event loops.
 """
 
