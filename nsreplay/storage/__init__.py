@@ -32,7 +32,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, app_transaction_id, schema_differences
+from nsreplay.storage.spec import MAINTENANCE_OPERATIONS, ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, VacuumResult, app_transaction_id, schema_differences
 from nsreplay.storage.warehouse import BACKENDS, Warehouse, sql_string
 
 __all__ = [
@@ -43,12 +43,14 @@ __all__ = [
     "ConcurrentCommitError",
     "DataFile",
     "FileStatistics",
+    "MAINTENANCE_OPERATIONS",
     "PredicateViolationError",
     "SchemaMismatchError",
     "StorageError",
     "TableNotFoundError",
     "TableSpec",
     "UnsupportedTypeError",
+    "VacuumResult",
     "VersionNotFoundError",
     "Warehouse",
     "app_transaction_id",

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import types as T
 
-__all__ = ["TableLocation", "WriteRequest", "Backend"]
+__all__ = ["TableLocation", "WriteRequest", "RestoreRequest", "VacuumRequest", "Backend"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,21 @@ class RestoreRequest:
     write_id: str
 
 
+@dataclass(frozen=True)
+class VacuumRequest:
+    """One prepared vacuum of the table at ``location``: delete the files that no version needs whose
+    files a reader may still open, i.e. files removed from the table more than ``retention_hours`` ago
+    unless a version in ``keep_versions`` names them, and files the log never named (left by a write
+    that never committed) older than that. ``dry_run``: list them, delete nothing. ``user_metadata`` is
+    the JSON stored as ``userMetadata`` of the commits the engine makes for a vacuum that deletes."""
+
+    location: TableLocation
+    retention_hours: int
+    keep_versions: tuple[int, ...]
+    dry_run: bool
+    user_metadata: str
+
+
 class Backend(abc.ABC):
     """One Delta engine. Methods take prepared arguments; the warehouse validated them already."""
 
@@ -145,6 +160,11 @@ class Backend(abc.ABC):
     def restore(self, request: RestoreRequest) -> int | None:
         """Commit ``request`` (Delta's RESTORE: removes and re-adds files, copies no data); the new
         version, or ``None`` if ``app_id`` was already there."""
+
+    @abc.abstractmethod
+    def vacuum(self, request: VacuumRequest) -> list[str]:
+        """Carry out ``request``; the paths (relative to the table's root) it deleted, or would delete
+        for a dry run. Never deletes the Delta log, nor a file of the latest version."""
 
     @abc.abstractmethod
     def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":

@@ -60,7 +60,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nsreplay.storage.arrow_types import to_arrow_schema
-from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
+from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
@@ -267,6 +267,25 @@ class DeltaRsBackend(Backend):
             raise StorageError(f"cannot restore the table at {location.uri} to version {request.version}: {exc}") from exc
         return self._committed_version(location, request.write_id, read_version)
 
+    def vacuum(self, request: VacuumRequest) -> list[str]:
+        table = self._open(request.location)
+        try:
+            # full: also the files no commit ever named (a write killed between its Parquet and its
+            # commit); delta-rs skips every path starting with "_" (the log, our staging directories)
+            deleted = table.vacuum(
+                retention_hours=request.retention_hours,
+                dry_run=request.dry_run,
+                enforce_retention_duration=False,
+                full=True,
+                keep_versions=list(request.keep_versions) or None,
+                commit_properties=CommitProperties(custom_metadata={"userMetadata": request.user_metadata}),
+            )
+        except CommitFailedError as exc:
+            raise ConcurrentCommitError(f"the vacuum of {request.location.uri} conflicts with a concurrent commit; re-run it. ({exc})") from exc
+        except DeltaError as exc:
+            raise StorageError(f"cannot vacuum the table at {request.location.uri}: {exc}") from exc
+        return sorted([*(_below(path, request.location) for path in deleted), *_abandoned_staging(request)])
+
     def _committed_by_another(self, location: TableLocation, app_id: str, what: str, read_version: int, exc: Exception) -> None:
         """After a commit failed on a conflict: return when another writer committed ``app_id`` meanwhile
         (the work is done), else raise :class:`ConcurrentCommitError` naming ``what`` failed."""
@@ -462,6 +481,36 @@ def _commit_properties(request: WriteRequest | RestoreRequest) -> CommitProperti
         custom_metadata={"userMetadata": request.user_metadata},
         app_transactions=[Transaction(request.app_id, request.txn_version)],
     )
+
+
+def _below(path: str, location: TableLocation) -> str:
+    """``path`` relative to the table's root: delta-rs names the files of a RESTORE's remove actions by
+    their full path, and every other file relative to the root."""
+    for root in (location.uri, location.spark_uri, "file:" + location.uri):
+        prefix = root.rstrip("/") + "/"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
+def _abandoned_staging(request: VacuumRequest) -> list[str]:
+    """The files of staging directories (:data:`STAGING_DIR`) that no write has touched for longer than
+    the retention: left by a write killed before it moved its files. Deleted unless ``dry_run``."""
+    filesystem, root = _filesystem(request.location)
+    listed = filesystem.get_file_info(pafs.FileSelector(f"{root}/{STAGING_DIR}", recursive=True, allow_not_found=True))
+    by_write: dict[str, list[pafs.FileInfo]] = {}
+    for info in listed:
+        write = info.path[len(root) + len(STAGING_DIR) + 2 :].split("/", 1)[0]
+        by_write.setdefault(write, []).append(info)
+    cutoff_ns = (_now_ms() - request.retention_hours * 3_600_000) * 1_000_000
+    found = []
+    for write, infos in sorted(by_write.items()):
+        if max(i.mtime_ns or 0 for i in infos) >= cutoff_ns:
+            continue  # a write may still be using it
+        found += [i.path[len(root) + 1 :] for i in infos if i.type == pafs.FileType.File]
+        if not request.dry_run:
+            filesystem.delete_dir(f"{root}/{STAGING_DIR}/{write}")
+    return found
 
 
 def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list[str], is_local: bool) -> None:

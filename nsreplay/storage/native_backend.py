@@ -16,21 +16,26 @@ Mapping of the warehouse contract onto delta-spark:
 * read: ``spark.read.format("delta")`` with ``versionAsOf``;
 * history / version / committed: ``DeltaTable.forPath(...).history()`` (the ``userMetadata`` column holds
   the app id and the write id);
-* files: delta-spark has no public file listing, so the (protocol 1/2) log is read with delta-rs.
+* files: delta-spark has no public file listing, so the (protocol 1/2) log is read with delta-rs;
+* vacuum: ``VACUUM ... RETAIN n HOURS [DRY RUN]``. delta-spark cannot be told which versions to keep,
+  so the retention is stretched back past the first commit after the oldest kept version
+  (:func:`~nsreplay.storage.spec.retention_covering`), and what a vacuum deleted is the dry run's list
+  taken just before it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, session_conf, spark_of
+from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import TableNotFoundError
-from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec
+from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, retention_covering
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -197,6 +202,22 @@ class NativeDeltaBackend(Backend):
             table.restoreToVersion(request.version)
         return self._find_in_history(request.location, request.write_id)
 
+    def vacuum(self, request: VacuumRequest) -> list[str]:
+        location = request.location
+        hours = request.retention_hours
+        if request.keep_versions:
+            after = [h for h in self.history(location, None) if h["version"] > min(request.keep_versions)]
+            first_after = min(after, key=lambda h: h["version"])["timestamp"] if after else None
+            hours = retention_covering(hours, first_after, int(time.time() * 1000))
+        settings = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                    "spark.databricks.delta.commitInfo.userMetadata": request.user_metadata}
+        statement = f"VACUUM delta.`{location.spark_uri}` RETAIN {hours} HOURS"
+        with session_conf(self._spark, settings):
+            listed = [r[0] for r in self._spark.sql(statement + " DRY RUN").collect()]
+            if not request.dry_run:
+                self._spark.sql(statement).collect()
+        return sorted(_relative(path, location) for path in listed)
+
     def _find_in_history(self, location: TableLocation, needle: str) -> int | None:
         if not self.exists(location):
             return None
@@ -210,3 +231,12 @@ class NativeDeltaBackend(Backend):
             .collect()
         )
         return int(rows[0][0]) if rows else None
+
+
+def _relative(path: str, location: TableLocation) -> str:
+    """A path delta-spark listed (absolute, in one of the table root's spellings) relative to the root."""
+    for root in (location.spark_uri, location.uri, "file://" + location.uri, "file:" + location.uri):
+        prefix = root.rstrip("/") + "/"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path

@@ -23,7 +23,10 @@ __all__ = [
     "CommitInfo",
     "DataFile",
     "FileColumnStats",
+    "VacuumResult",
+    "MAINTENANCE_OPERATIONS",
     "bounds_by_partition",
+    "retention_covering",
     "TXN_VERSION",
     "METADATA_MARKER",
     "app_transaction_id",
@@ -37,6 +40,10 @@ TXN_VERSION = 1
 
 #: Key that marks commit metadata written by this module (inside the commit's ``userMetadata`` JSON).
 METADATA_MARKER = "nsreplay"
+
+#: Delta operations that change no row of the table: a reader of any version before or after them reads
+#: the same rows (the files a vacuum deletes are those no retained version names).
+MAINTENANCE_OPERATIONS = frozenset({"VACUUM START", "VACUUM END"})
 
 _NAME_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Characters Delta (without column mapping) and Parquet refuse in column names.
@@ -364,6 +371,43 @@ class FileStatistics:
         """Whether this file may hold a row in ``where`` (see :meth:`ColumnRange.may_hold`); a column
         whose statistics were not asked for never prunes."""
         return where.may_hold(self.file.num_records, *self.columns.get(where.column, (None, None, None)))
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """What a vacuum of one table removed, or would remove (``dry_run``).
+
+    ``files``: paths relative to the table's root, sorted: data files no retained version names, and
+    what writes that never committed left behind. ``bytes``: their total size, as listed just before
+    the removal (files already gone are not listed). ``retention_hours``: the retention applied;
+    ``kept_versions``: the versions whose files were kept whatever their age."""
+
+    files: tuple[str, ...]
+    bytes: int
+    retention_hours: int
+    kept_versions: tuple[int, ...]
+    dry_run: bool
+
+
+def retention_covering(retention_hours: int, first_commit_after_kept_ms: int | None, now_ms: int) -> int:
+    """The retention, in whole hours, that keeps every file of a kept version when the engine cannot be
+    told which versions to keep (delta-spark): a file of version ``k`` that a later commit removed was
+    removed at or after the first commit after ``k``, so a retention reaching back past that commit
+    keeps it. ``retention_hours`` when no commit follows the kept version, or when it reaches back
+    further; otherwise the age of that commit rounded up, plus one hour for the clocks of the writer
+    and of the vacuum.
+
+    >>> retention_covering(168, None, 10**12)
+    168
+    >>> retention_covering(1, 10**12 - 30 * 3_600_000 - 1, 10**12)  # that commit is 30 h old
+    32
+    """
+    if retention_hours < 0:
+        raise ValueError(f"retention_hours must be >= 0, got {retention_hours}")
+    if first_commit_after_kept_ms is None:
+        return retention_hours
+    age_ms = max(0, now_ms - first_commit_after_kept_ms)
+    return max(retention_hours, -(-age_ms // 3_600_000) + 1)
 
 
 def bounds_by_partition(files: Iterable[FileColumnStats], by: str | None) -> dict[str | None, tuple[int, int]] | None:

@@ -15,10 +15,13 @@ Example::
     wh.read(EVENTS, version=v)                             # time travel
     wh.restore(EVENTS, v, CommitInfo(run_id="r8", job="undo"))  # latest reads as v again; no data copied
     wh.files(EVENTS)                                       # for Spark-free readers
+    wh.vacuum(EVENTS, retention_hours=168, keep_versions=(v,), dry_run=False,
+              commit=CommitInfo(run_id="vacuum-2024-11-28", job="vacuum"))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -26,12 +29,13 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import pyarrow.fs as pafs
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, WriteRequest, spark_of
+from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, spark_of
 from nsreplay.storage.errors import (
     BackendUnavailableError,
     PredicateViolationError,
@@ -41,7 +45,8 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, bounds_by_partition, schema_differences
+from nsreplay.storage.filesystem import arrow_filesystem
+from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, VacuumResult, bounds_by_partition, schema_differences
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, SparkSession
@@ -434,6 +439,51 @@ class Warehouse:
             self.ensure(spec)  # RESTORE also brings back that version's schema
         return restored
 
+    def vacuum(
+        self, spec: TableSpec, *, retention_hours: int, keep_versions: Sequence[int] = (), dry_run: bool = True,
+        commit: CommitInfo | None = None,
+    ) -> VacuumResult:
+        """Delete the files of the table that no reader can need any more; with ``dry_run`` (the
+        default), only list them.
+
+        A file goes when it was removed from the table (by an overwrite, a delete, a RESTORE) more than
+        ``retention_hours`` ago and no version in ``keep_versions`` names it, or when no commit ever
+        named it (a write killed before its commit, including its staging directory) and it is older
+        than that. The latest version's files and the Delta log are never touched, so readers of the
+        latest version and of every kept version read what they read before; a version whose files
+        went can no longer be read or restored (:class:`StorageError`). A vacuum that deletes makes
+        two commits that change no row (``VACUUM START``, ``VACUUM END``, see
+        :data:`~nsreplay.storage.spec.MAINTENANCE_OPERATIONS`), with ``commit``'s run id and job in
+        their metadata; one that finds nothing commits nothing.
+
+        ``retention_hours`` must be >= 0; it must outlast the longest write (a write's files are not in
+        the log until it commits). :class:`TableNotFoundError` / :class:`VersionNotFoundError` for an
+        unknown table or kept version; :class:`ConcurrentCommitError` if a concurrent commit conflicts.
+        """
+        _check_spec(spec)
+        if isinstance(retention_hours, bool) or not isinstance(retention_hours, int) or retention_hours < 0:
+            raise ValueError(f"retention_hours must be an int >= 0, got {retention_hours!r}")
+        kept = tuple(sorted(set(keep_versions)))
+        for v in kept:
+            _check_version(v)
+        if not dry_run:
+            commit = _check_commit(commit)
+        location = self._existing(spec)
+        latest = self._backend.version(location)
+        if kept and kept[-1] > latest:
+            raise VersionNotFoundError(f"table {spec.name!r} has no version {kept[-1]} (latest is {latest})")
+        metadata = json.dumps({**commit.to_metadata(), "mode": "vacuum"} if commit else {}, sort_keys=True, separators=(",", ":"))
+        request = VacuumRequest(location=location, retention_hours=retention_hours, keep_versions=kept, dry_run=True, user_metadata=metadata)
+        sizes = _sizes(location, self._backend.vacuum(request))  # the log may still name files deleted before
+        deleted = sorted(sizes)
+        if not dry_run and deleted:
+            deleted = [p for p in self._backend.vacuum(dataclasses.replace(request, dry_run=False)) if p in sizes]
+            log.info("table %s: vacuumed %d files (retention %d h, kept versions %s)", spec.name, len(deleted), retention_hours, list(kept))
+        return VacuumResult(
+            files=tuple(deleted), bytes=sum(sizes[p] for p in deleted), retention_hours=retention_hours,
+            kept_versions=kept, dry_run=dry_run,
+        )
+
     def _write(
         self,
         spec: TableSpec,
@@ -516,6 +566,15 @@ class Warehouse:
 
 
 # -- argument checks ---------------------------------------------------------------------------------
+
+
+def _sizes(location: TableLocation, relatives: Sequence[str]) -> dict[str, int]:
+    """The size of each of ``relatives`` (paths relative to the table's root) that exists."""
+    if not relatives:
+        return {}
+    filesystem, root = arrow_filesystem(location.uri)
+    infos = filesystem.get_file_info([f"{root.rstrip('/')}/{r}" for r in relatives])
+    return {r: int(i.size) for r, i in zip(relatives, infos) if i.type == pafs.FileType.File and i.size is not None}
 
 
 def _check_spec(spec: object) -> TableSpec:

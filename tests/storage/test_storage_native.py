@@ -8,6 +8,7 @@ then starts the test SparkSession with ``--packages io.delta:delta-spark_2.13:4.
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 from chispa import assert_df_equality
@@ -126,3 +127,15 @@ def test_native_restore_is_one_commit_and_idempotent(spark, native: Warehouse) -
     assert (newest["operation"], newest["mode"], newest["run_id"], newest["job"]) == ("RESTORE", "restore", "r3", fix.job)
     assert native.restore(EVENTS, 1, fix) is None
     assert native.version(EVENTS) == 3
+
+
+def test_native_vacuum_keeps_a_kept_versions_files_by_stretching_its_retention(spark, native: Warehouse) -> None:
+    native.append(EVENTS, events(spark, ROWS[:2]), CommitInfo(run_id="r1", job="ingest"))  # version 1
+    native.overwrite(EVENTS, events(spark, ROWS[2:]), CommitInfo(run_id="r2", job="repair"))  # removes its files
+    first = {os.path.relpath(p, native.path(EVENTS)) for p in native.file_uris(EVENTS, 1)}
+    # delta-spark cannot be told to keep version 1: the retention reaches back past the commit after it
+    assert native.vacuum(EVENTS, retention_hours=0, keep_versions=(1,)).files == ()
+    assert set(native.vacuum(EVENTS, retention_hours=0).files) == first
+    done = native.vacuum(EVENTS, retention_hours=0, dry_run=False, commit=CommitInfo(run_id="v", job="vacuum"))
+    assert set(done.files) == first and not any(os.path.exists(os.path.join(native.path(EVENTS), f)) for f in first)
+    same(native.read(EVENTS), events(spark, ROWS[2:]))

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from pyspark.sql import types as T
 
 from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, app_transaction_id, schema_differences, to_arrow_schema
-from nsreplay.storage.spec import FileColumnStats, bounds_by_partition
+from nsreplay.storage.spec import FileColumnStats, bounds_by_partition, retention_covering
 from nsreplay.storage.arrow_types import UnsupportedTypeError, partition_value, to_arrow_type
 from nsreplay.storage.spec import nullable_schema
 
@@ -338,3 +338,15 @@ def test_bounds_by_partition_is_min_and_max_per_partition_value() -> None:
 )
 def test_bounds_by_partition_says_nothing_when_a_file_cannot_tell(unknown: FileColumnStats) -> None:
     assert bounds_by_partition([_stats("a", 5, 0, 10, 20), unknown], "namesrv") is None
+
+
+def test_a_retention_covering_a_kept_version_reaches_back_past_the_commit_after_it() -> None:
+    hour, now = 3_600_000, 1_800_000_000_000
+    assert retention_covering(168, None, now) == 168  # nothing removed the kept version's files yet
+    assert retention_covering(168, now - 30 * hour, now) == 168  # the retention covers that commit
+    assert retention_covering(0, now - 1, now) == 2  # 1 ms old: a whole hour, and one for the clocks
+    assert retention_covering(24, now - 30 * hour, now) == 31
+    assert retention_covering(24, now - 30 * hour - 1, now) == 32
+    assert retention_covering(0, now + hour, now) == 1  # a writer's clock ahead of ours
+    with pytest.raises(ValueError, match="retention_hours"):
+        retention_covering(-1, None, now)

@@ -881,3 +881,103 @@ def test_files_written_by_a_commit_are_those_it_added_that_the_table_still_holds
 def dataset_frame(spark: SparkSession, files) -> DataFrame:
     rows = dataset(EVENTS, files).to_table().to_pylist()
     return events(spark, [tuple(r[c] for c in EVENTS.schema.fieldNames()) for r in rows])
+
+
+# -- vacuum -------------------------------------------------------------------------------------------
+
+
+def all_files(root: str) -> dict[str, int]:
+    """Every file below a table root with its size, relative; the Delta log aside (staging included)."""
+    found = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            relative = os.path.relpath(os.path.join(directory, name), root)
+            if not relative.startswith("_delta_log"):
+                found[relative] = os.path.getsize(os.path.join(root, relative))
+    return found
+
+
+def aged(path: str, days: float) -> None:
+    then = dt.datetime.now().timestamp() - days * 86400
+    os.utime(path, (then, then))
+
+
+def staged(root: str, write: str, days: float) -> str:
+    """A staging directory of write ``write`` (as the delta-rs backend makes), untouched for ``days``."""
+    path = Path(root, "_staging", write, "namesrv=007", "part-0.parquet")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"y" * 20)
+    for p in (path, path.parent, path.parent.parent):
+        aged(str(p), days)
+    return str(path.relative_to(root))
+
+
+def test_a_vacuum_deletes_only_the_files_neither_a_kept_version_nor_the_latest_names(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:3]), commit("w1"))  # version 1
+    wh.append(EVENTS, events(spark, ROWS[3:]), commit("w2"))  # version 2: the one a reader keeps
+    replacement = [("10.0.0.1:9876", D1, 10, 105, "new")]
+    wh.overwrite(EVENTS, events(spark, replacement), commit("w3"), partitions={"namesrv": "10.0.0.1:9876"})  # 3
+    wh.overwrite(EVENTS, events(spark, ROWS[3:]), commit("w4"))  # version 4: removes every file
+    root = wh.path(EVENTS)
+    orphan = os.path.join(root, "namesrv=50%25", "part-never-committed.parquet")  # a write killed before its commit
+    Path(orphan).write_bytes(b"x" * 10)
+    aged(orphan, 10)
+    staged(root, "dead", 10)
+    before = all_files(root)
+    kept = relative_files(wh, 2) | relative_files(wh, 4)
+    expected = {p for p in before if p not in kept}
+    # version 1's files are version 2's too; what goes is version 3's replacement (removed by version
+    # 4), the file never committed and the staging left by a dead write
+    replaced = relative_files(wh, 3) - kept
+    assert len(replaced) == 1 and relative_files(wh, 1) <= relative_files(wh, 2)
+    assert expected == replaced | {"namesrv=50%25/part-never-committed.parquet", "_staging/dead/namesrv=007/part-0.parquet"}
+
+    listed = wh.vacuum(EVENTS, retention_hours=0, keep_versions=(2,))  # a dry run by default
+    assert set(listed.files) == expected and listed.bytes == sum(before[p] for p in expected) and listed.dry_run
+    assert all_files(root) == before and wh.version(EVENTS) == 4  # nothing deleted, nothing committed
+
+    done = wh.vacuum(EVENTS, retention_hours=0, keep_versions=(2,), dry_run=False, commit=commit("v1", job="vacuum"))
+    assert (done.files, done.bytes, done.kept_versions, done.dry_run) == (listed.files, listed.bytes, (2,), False)
+    assert set(all_files(root)) == set(before) - expected
+    assert_same(wh.read(EVENTS), events(spark, ROWS[3:]))  # the latest and the kept version read as before
+    assert_same(wh.read(EVENTS, version=2), events(spark, ROWS))
+    assert wh.restore(EVENTS, 2, commit("back", job="repair")) == 7
+    assert_same(wh.read(EVENTS), events(spark, ROWS))
+    newest = [(h["version"], h["operation"], h["run_id"], h["job"]) for h in wh.history(EVENTS, limit=3)]
+    assert newest == [(7, "RESTORE", "back", "repair"), (6, "VACUUM END", "v1", "vacuum"), (5, "VACUUM START", "v1", "vacuum")]
+    with pytest.raises(Exception, match="(?i)not.*(exist|found)"):  # version 3's replacement is gone
+        wh.read(EVENTS, version=3).collect()
+
+    # the restore removed version 4's files (a remove action naming them by their full path)
+    again = wh.vacuum(EVENTS, retention_hours=0, keep_versions=(7,), dry_run=False, commit=commit("v2", job="vacuum"))
+    assert set(again.files) == relative_files(wh, 4) - relative_files(wh, 7) != set() and wh.version(EVENTS) == 9
+    assert set(all_files(root)) == set(before) - expected - set(again.files)
+    assert_same(wh.read(EVENTS), events(spark, ROWS))
+    last = wh.vacuum(EVENTS, retention_hours=0, dry_run=False, commit=commit("v3", job="vacuum"))
+    assert last.files == () and last.bytes == 0 and wh.version(EVENTS) == 9  # nothing found: no commit
+
+
+def test_a_vacuum_keeps_what_was_removed_within_the_retention_and_checks_its_arguments(wh: Warehouse, spark) -> None:
+    wh.append(EVENTS, events(spark, ROWS[:3]), commit("w1"))
+    wh.overwrite(EVENTS, events(spark, ROWS[3:]), commit("w2"))  # removes version 1's files just now
+    orphan = Path(wh.path(EVENTS), "left-over.parquet")
+    orphan.write_bytes(b"z")
+    aged(str(orphan), 8)
+    dead, running = staged(wh.path(EVENTS), "dead", 8), staged(wh.path(EVENTS), "running", 0.01)
+    # 8 days old and in no version; the files version 2 removed and a write still staging are recent
+    assert wh.vacuum(EVENTS, retention_hours=168).files == (dead, "left-over.parquet")
+    assert wh.vacuum(EVENTS, retention_hours=24 * 9).files == ()
+    done = wh.vacuum(EVENTS, retention_hours=168, dry_run=False, commit=commit("v", job="vacuum"))
+    assert done.files == (dead, "left-over.parquet") and os.path.exists(os.path.join(wh.path(EVENTS), running))
+    assert not os.path.exists(os.path.join(wh.path(EVENTS), "_staging", "dead"))
+    assert_same(wh.read(EVENTS, version=1), events(spark, ROWS[:3]))
+    with pytest.raises(ValueError, match="retention_hours"):
+        wh.vacuum(EVENTS, retention_hours=-1)
+    with pytest.raises(ValueError, match="retention_hours"):
+        wh.vacuum(EVENTS, retention_hours=1.5)  # type: ignore[arg-type]
+    with pytest.raises(VersionNotFoundError, match="no version 9"):
+        wh.vacuum(EVENTS, retention_hours=0, keep_versions=(9,))
+    with pytest.raises(TypeError, match="CommitInfo"):
+        wh.vacuum(EVENTS, retention_hours=0, dry_run=False)
+    with pytest.raises(TableNotFoundError):
+        wh.vacuum(NESTED, retention_hours=0)
