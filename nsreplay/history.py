@@ -62,6 +62,16 @@ def newest_publish(warehouse: Warehouse) -> ColumnRange | None:
     return ColumnRange("published_ms", above=bounds[None][1] - 1)
 
 
+def latest_publish_row(warehouse: Warehouse) -> dict[str, Any] | None:
+    """The latest ``gold.publish_log`` row (the greatest (``published_ms``, ``run_id``)) as a dict,
+    read without Spark from the file of the newest publish; ``None`` when nothing was published."""
+    if not warehouse.exists(PUBLISH_LOG):
+        return None
+    newest = newest_publish(warehouse)
+    log = dataset(PUBLISH_LOG, warehouse.files(PUBLISH_LOG, where=newest)).to_table(filter=range_filter(newest))
+    return max(log.to_pylist(), key=lambda row: (row["published_ms"], row["run_id"]), default=None)
+
+
 def _alive(t: int) -> pads.Expression:
     return (pads.field("valid_from") <= t) & (pads.field("valid_to").is_null() | (pads.field("valid_to") > t))
 
@@ -71,13 +81,9 @@ class PublishedHistory:
 
     def __init__(self, root: str) -> None:
         self._warehouse = Warehouse(root, None, "delta-rs")
-        if not self._warehouse.exists(PUBLISH_LOG):
+        latest = latest_publish_row(self._warehouse)
+        if latest is None:
             raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
-        newest = newest_publish(self._warehouse)
-        log = dataset(PUBLISH_LOG, self._warehouse.files(PUBLISH_LOG, where=newest)).to_table(filter=range_filter(newest))
-        if log.num_rows == 0:
-            raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
-        latest = max(log.to_pylist(), key=lambda row: (row["published_ms"], row["run_id"]))
         self.run_id: str = latest["run_id"]
         self.versions: dict[str, int] = dict(latest["table_versions"])
         self._coverage = {c["namesrv"]: Coverage(c["namesrv"], c["from_ts"], c["to_ts"], c["profile"]) for c in latest["namesrvs"]}

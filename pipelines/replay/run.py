@@ -39,9 +39,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nsreplay.config import Settings
-from nsreplay.history import newest_publish
+from nsreplay.history import latest_publish_row
 from nsreplay.runtime import local_frame
-from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
+from nsreplay.storage import MAINTENANCE_OPERATIONS, ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
@@ -139,14 +139,10 @@ class Published:
 
 
 def latest_publish(warehouse: Warehouse) -> Published | None:
-    if not warehouse.exists(PUBLISH_LOG):
+    row = latest_publish_row(warehouse)  # the newest run's file, without a Spark job
+    if row is None:
         return None
-    newest = warehouse.read(PUBLISH_LOG, where=newest_publish(warehouse))  # the newest run's file, not one per run
-    rows = newest.select("run_id", "published_ms", "table_versions", "namesrvs").collect()
-    if not rows:
-        return None
-    row = max(rows, key=lambda r: (r.published_ms, r.run_id))
-    return Published(row.run_id, dict(row.table_versions), {c.namesrv: (c.from_ts, c.to_ts, c.profile) for c in row.namesrvs})
+    return Published(row["run_id"], dict(row["table_versions"]), {c["namesrv"]: (c["from_ts"], c["to_ts"], c["profile"]) for c in row["namesrvs"]})
 
 
 def _published_states(warehouse: Warehouse, published: Published | None, where: ColumnRange | None = None) -> DataFrame | None:
@@ -243,13 +239,19 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
         return
     for spec in REPLAY_TABLES:
         version = published.versions.get(spec.name)
-        latest = warehouse.version(spec)
-        if version is None or latest is None or latest == version:
-            continue
-        since = warehouse.history(spec, limit=latest - version)  # exactly the commits after the published one
-        if all(c["run_id"] == run_id for c in since):
+        if version is None or all(c["run_id"] == run_id for c in _row_commits_since(warehouse, spec.name, version)):
             continue
         warehouse.restore(spec, version, CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
+
+
+def _row_commits_since(warehouse: Warehouse, name: str, version: int) -> list[dict[str, Any]]:
+    """The commits of table ``name`` after ``version`` that may change its rows, newest first: every
+    one but maintenance commits (a vacuum's, :data:`MAINTENANCE_OPERATIONS`), which change no row."""
+    latest = warehouse.version(name)
+    if latest is None or latest <= version:
+        return []
+    since = warehouse.history(name, limit=latest - version)  # exactly the commits after ``version``
+    return [c for c in since if c["operation"] not in MAINTENANCE_OPERATIONS]
 
 
 # ---------------------------------------------------------------------------------- stage 1: replay
@@ -495,7 +497,7 @@ def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> di
     commit = CommitInfo(run_id=run_id, job="publish", window_from=run["window_from"], window_to=run["window_to"])
     if warehouse.committed(PUBLISH_LOG, commit):
         return run
-    moved = [name for name, v in run["table_versions"].items() if warehouse.version(name) != v]
+    moved = [name for name, v in run["table_versions"].items() if _row_commits_since(warehouse, name, v)]
     if moved:
         raise PublishRefusedError(f"gold tables changed since run {run_id!r} wrote them ({', '.join(sorted(moved))}): re-run its replay stage")
     quality = json.loads(run["quality"])
