@@ -7,6 +7,7 @@
     nsreplay bench incremental --captures PATH     one more window resumed from state vs. that window alone
     nsreplay backfill --warehouse DIR --from T1 [--to T2]   re-run the published windows of a range, in order
     nsreplay stale --warehouse DIR                 published windows that late input made stale
+    nsreplay vacuum --warehouse DIR [--dry-run]    delete files no reader needs (published versions kept)
     nsreplay serve --warehouse DIR                 the serving shim: HTTP API (+ remoting), no Spark
     nsreplay bench serve --warehouse DIR           shim throughput and latency vs. a trivial endpoint
 
@@ -216,6 +217,44 @@ def _run_stale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_vacuum(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("vacuum", help="delete the files no reader can need; the published versions' files are kept")
+    p.add_argument("--warehouse", required=True)
+    p.add_argument("--retention-hours", type=int, help="keep files removed less than this long ago (default: [vacuum] retention_hours, 168)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every table)")
+    p.set_defaults(func=_run_vacuum)
+
+
+def _run_vacuum(args: argparse.Namespace) -> int:
+    from nsreplay.config import load_settings
+    from nsreplay.runtime import UsageError, new_run_id, resolve_path
+    from nsreplay.storage import Warehouse
+    from nsreplay.vacuum import WAREHOUSE_TABLES, render, vacuum_warehouse
+    from schemas.gold import PUBLISH_LOG
+
+    settings = load_settings()
+    hours = settings.vacuum.retention_hours if args.retention_hours is None else args.retention_hours
+    if hours < settings.vacuum.min_retention_hours:
+        raise UsageError(f"--retention-hours {hours} is below [vacuum] min_retention_hours ({settings.vacuum.min_retention_hours}): "
+                         "a running write's files, or a version a reader still reads, could be deleted")
+    known = {spec.name: spec for spec in WAREHOUSE_TABLES}
+    unknown = sorted(set(args.tables or ()) - set(known))
+    if unknown:
+        raise UsageError(f"--table {unknown[0]}: not a warehouse table; known: {', '.join(known)}")
+    root = resolve_path(args.warehouse)
+    if "://" not in root and not os.path.isdir(root):
+        raise NotAWarehouseError(f"{root}: no such directory")
+    warehouse = Warehouse(root, None, "delta-rs")  # no Spark: the Delta log and file listings only
+    if not warehouse.exists(PUBLISH_LOG) and not any(warehouse.exists(spec) for spec in WAREHOUSE_TABLES):
+        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (no table of one is there)")
+    tables = [known[name] for name in args.tables] if args.tables else list(WAREHOUSE_TABLES)
+    results = vacuum_warehouse(warehouse, retention_hours=hours, dry_run=args.dry_run, run_id=new_run_id("vacuum"), tables=tables)
+    print(f"vacuum of {root}: retention {hours} h" + (" (dry run: nothing deleted)" if args.dry_run else ""))
+    print(render(results, dry_run=args.dry_run))
+    return 1 if any(r.error is not None for r in results) else 0
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the published route history over HTTP (and the RocketMQ remoting protocol)")
     p.add_argument("--warehouse", required=True, help="warehouse root (the latest published run is served)")
@@ -256,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ingest(sub)
     _add_serve(sub)
     _add_backfill(sub)
+    _add_vacuum(sub)
     _add_bench(sub)
     return parser
 

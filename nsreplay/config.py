@@ -76,6 +76,12 @@ class ReplayConfig:
 
 
 @dataclass(frozen=True)
+class VacuumConfig:
+    retention_hours: int
+    min_retention_hours: int
+
+
+@dataclass(frozen=True)
 class DemoConfig:
     preset: str
     seed: int
@@ -90,6 +96,7 @@ class Settings:
     ingest: IngestConfig
     quality: QualityConfig
     replay: ReplayConfig
+    vacuum: VacuumConfig
     demo: DemoConfig
 
     def spark_defaults_files(self) -> list[Path]:
@@ -136,6 +143,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[replay] write_threads must be positive")
     if settings.replay.max_window_days <= 0:
         raise ConfigError("[replay] max_window_days must be positive")
+    if not 0 <= settings.vacuum.min_retention_hours <= settings.vacuum.retention_hours:
+        raise ConfigError("[vacuum] needs 0 <= min_retention_hours <= retention_hours")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 
@@ -161,6 +170,7 @@ def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Setti
         ingest=_section(IngestConfig, raw, "ingest"),
         quality=_section(QualityConfig, raw, "quality"),
         replay=_section(ReplayConfig, raw, "replay"),
+        vacuum=_section(VacuumConfig, raw, "vacuum"),
         demo=_section(DemoConfig, raw, "demo"),
     )
     _validate(settings)
