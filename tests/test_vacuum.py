@@ -17,19 +17,13 @@ from nsreplay.storage import CommitInfo, Warehouse
 from nsreplay.vacuum import WAREHOUSE_TABLES
 from pipelines.replay.run import _discard_unpublished, latest_publish
 from schemas.gold import BROKER_LIVE_INTERVALS, KEYFRAMES, ROUTE_CHANGES, TOPIC_QUEUE_INTERVALS
+from table_files import table_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def stored(table_root: str) -> set[str]:
-    """Every file below a table's root, relative; its Delta log aside."""
-    found = set()
-    for directory, _, names in os.walk(table_root):
-        for name in names:
-            relative = os.path.relpath(os.path.join(directory, name), table_root)
-            if not relative.startswith("_delta_log"):
-                found.add(relative)
-    return found
+    return set(table_files(table_root))
 
 
 def relative(wh: Warehouse, spec, version: int) -> set[str]:

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nsreplay.storage.deltars_backend import DeltaRsBackend
+from table_files import table_files
 from nsreplay.storage.spec import nullable_schema
 from nsreplay.storage import (
     BackendUnavailableError,
@@ -104,13 +105,7 @@ def commit(run_id: str, job: str = "ingest", **kwargs) -> CommitInfo:
 def stored_files(root: str) -> set[str]:
     """Every file below a table root, relative; the Delta log aside. Also checks that no staging is left."""
     assert not os.path.exists(os.path.join(root, "_staging")), "staging directory left behind"
-    found = set()
-    for directory, _, names in os.walk(root):
-        for name in names:
-            relative = os.path.relpath(os.path.join(directory, name), root)
-            if not relative.startswith("_delta_log"):
-                found.add(relative)
-    return found
+    return set(table_files(root))
 
 
 def relative_files(wh: Warehouse, version: int) -> set[str]:
@@ -886,17 +881,6 @@ def dataset_frame(spark: SparkSession, files) -> DataFrame:
 # -- vacuum -------------------------------------------------------------------------------------------
 
 
-def all_files(root: str) -> dict[str, int]:
-    """Every file below a table root with its size, relative; the Delta log aside (staging included)."""
-    found = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            relative = os.path.relpath(os.path.join(directory, name), root)
-            if not relative.startswith("_delta_log"):
-                found[relative] = os.path.getsize(os.path.join(root, relative))
-    return found
-
-
 def aged(path: str, days: float) -> None:
     then = dt.datetime.now().timestamp() - days * 86400
     os.utime(path, (then, then))
@@ -923,7 +907,7 @@ def test_a_vacuum_deletes_only_the_files_neither_a_kept_version_nor_the_latest_n
     Path(orphan).write_bytes(b"x" * 10)
     aged(orphan, 10)
     staged(root, "dead", 10)
-    before = all_files(root)
+    before = table_files(root)
     kept = relative_files(wh, 2) | relative_files(wh, 4)
     expected = {p for p in before if p not in kept}
     # version 1's files are version 2's too; what goes is version 3's replacement (removed by version
@@ -934,11 +918,11 @@ def test_a_vacuum_deletes_only_the_files_neither_a_kept_version_nor_the_latest_n
 
     listed = wh.vacuum(EVENTS, retention_hours=0, keep_versions=(2,))  # a dry run by default
     assert set(listed.files) == expected and listed.bytes == sum(before[p] for p in expected) and listed.dry_run
-    assert all_files(root) == before and wh.version(EVENTS) == 4  # nothing deleted, nothing committed
+    assert table_files(root) == before and wh.version(EVENTS) == 4  # nothing deleted, nothing committed
 
     done = wh.vacuum(EVENTS, retention_hours=0, keep_versions=(2,), dry_run=False, commit=commit("v1", job="vacuum"))
     assert (done.files, done.bytes, done.kept_versions, done.dry_run) == (listed.files, listed.bytes, (2,), False)
-    assert set(all_files(root)) == set(before) - expected
+    assert set(table_files(root)) == set(before) - expected
     assert_same(wh.read(EVENTS), events(spark, ROWS[3:]))  # the latest and the kept version read as before
     assert_same(wh.read(EVENTS, version=2), events(spark, ROWS))
     assert wh.restore(EVENTS, 2, commit("back", job="repair")) == 7
@@ -951,7 +935,7 @@ def test_a_vacuum_deletes_only_the_files_neither_a_kept_version_nor_the_latest_n
     # the restore removed version 4's files (a remove action naming them by their full path)
     again = wh.vacuum(EVENTS, retention_hours=0, keep_versions=(7,), dry_run=False, commit=commit("v2", job="vacuum"))
     assert set(again.files) == relative_files(wh, 4) - relative_files(wh, 7) != set() and wh.version(EVENTS) == 9
-    assert set(all_files(root)) == set(before) - expected - set(again.files)
+    assert set(table_files(root)) == set(before) - expected - set(again.files)
     assert_same(wh.read(EVENTS), events(spark, ROWS))
     last = wh.vacuum(EVENTS, retention_hours=0, dry_run=False, commit=commit("v3", job="vacuum"))
     assert last.files == () and last.bytes == 0 and wh.version(EVENTS) == 9  # nothing found: no commit
