@@ -15,8 +15,9 @@ would have answered (standard or legacy JSON by ``request_version``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
 
+import pyarrow as pa
 import pyarrow.dataset as pads
 
 from nsreplay.model import Answer, BrokerData, BrokerLiveInfo, DataVersion, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info
@@ -100,17 +101,35 @@ class PublishedHistory:
             raise OutsideCoverageError(f"{t} is outside the covered range of {namesrv}: [{cov.from_ts}, {cov.to_ts}]")
         return cov
 
-    def rows(self, spec: TableSpec, namesrv: str, t: int | None = None) -> list[dict[str, Any]]:
-        """Rows of one published table for ``namesrv`` (alive at ``t`` when given)."""
+    def _table(self, spec: TableSpec, namesrv: str, t: int | None = None) -> pa.Table:
         condition = pads.field("namesrv") == namesrv
         if t is not None and spec is not NAMESRV_EPOCHS:
             condition = condition & _alive(t)
-        return self._datasets[spec.name].to_table(filter=condition).to_pylist()
+        return self._datasets[spec.name].to_table(filter=condition)
+
+    def rows(self, spec: TableSpec, namesrv: str, t: int | None = None) -> list[dict[str, Any]]:
+        """Rows of one published table for ``namesrv`` (alive at ``t`` when given)."""
+        return self._table(spec, namesrv, t).to_pylist()
 
     def snapshot_at(self, namesrv: str, t: int) -> Snapshot:
         """The five tables of ``namesrv`` at ``t`` (raises OutsideCoverageError)."""
         self._check(namesrv, t)
-        return build_snapshot({spec.name: self.rows(spec, namesrv, t) for spec in _TABLES}, t)
+        return build_snapshot({spec.name: self._table(spec, namesrv, t) for spec in _TABLES}, t)
+
+    def snapshots_at(self, namesrv: str, instants: Iterable[int]) -> Iterator[tuple[int, Snapshot]]:
+        """(t, :meth:`snapshot_at` ``t``) for each of ``instants``, in their order. The NameServer's
+        rows are read once, and each instant's alive rows are picked from them in memory: for many
+        instants (a sample of ticks, a walk over a day), not one. An instant outside the coverage
+        raises OutsideCoverageError at the first step, before any row is read."""
+        instants = list(instants)
+        for t in instants:
+            self._check(namesrv, t)
+        if not instants:
+            return
+        tables = {spec.name: self._table(spec, namesrv) for spec in _TABLES}
+        for t in instants:
+            alive = _alive(t)
+            yield t, build_snapshot({name: table if name == NAMESRV_EPOCHS.name else table.filter(alive) for name, table in tables.items()}, t)
 
     def route_at(self, namesrv: str, topic: str, t: int, *, request_version: int = 401) -> Answer:
         """What GET_ROUTEINFO_BY_TOPIC for ``topic`` returned at ``t``."""
@@ -122,33 +141,54 @@ def _epoch_at(epochs: Iterable[dict[str, Any]], t: int) -> dict[str, Any]:
     return max(candidates, key=lambda e: e["start_ts"]) if candidates else min(epochs, key=lambda e: e["start_ts"])
 
 
-def _live_key(row: dict[str, Any]) -> Any:
-    return row["broker_addr"] if row["cluster"] is None else (row["cluster"], row["broker_addr"])
+def _live_key(cluster: str | None, broker_addr: str) -> Any:
+    return broker_addr if cluster is None else (cluster, broker_addr)
 
 
-def build_snapshot(rows: dict[str, list[dict[str, Any]]], t: int) -> Snapshot:
-    """A model Snapshot from the interval rows alive at ``t`` (and the NameServer's epochs)."""
-    epoch = _epoch_at(rows[NAMESRV_EPOCHS.name], t)
+Rows = Union[pa.Table, Sequence[Mapping[str, Any]]]
+
+
+def _fields(rows: Rows, *names: str) -> Iterable[tuple[Any, ...]]:
+    """The named fields of each row, as tuples: an arrow table column by column (no dict per row:
+    a day's snapshot holds ~17,000 queue rows), rows given as mappings row by row."""
+    if isinstance(rows, pa.Table):
+        return zip(*(rows.column(name).to_pylist() for name in names))
+    return (tuple(row[name] for name in names) for row in rows)
+
+
+def build_snapshot(rows: Mapping[str, Rows], t: int) -> Snapshot:
+    """A model Snapshot from the interval rows alive at ``t`` (and the NameServer's epochs), each
+    table's rows as an arrow table or as mappings."""
+    epochs = rows[NAMESRV_EPOCHS.name]
+    epoch = _epoch_at(epochs.to_pylist() if isinstance(epochs, pa.Table) else epochs, t)
     topics: dict[str, dict[str, QueueData]] = {}
-    for r in rows[TOPIC_QUEUE_INTERVALS.name]:
-        topics.setdefault(r["topic"], {})[r["broker_name"]] = QueueData(r["broker_name"], r["read_queue_nums"], r["write_queue_nums"], r["perm"], r["topic_sys_flag"])
+    queue_fields = ("topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
+    queues: dict[tuple[Any, ...], QueueData] = {}  # one object per distinct value: most topics share theirs
+    for topic, *queue in _fields(rows[TOPIC_QUEUE_INTERVALS.name], *queue_fields):
+        key = tuple(queue)
+        data = queues.get(key)
+        if data is None:
+            data = queues[key] = QueueData(*key)
+        topics.setdefault(topic, {})[queue[0]] = data
     groups = {
-        r["broker_name"]: BrokerData(
-            r["cluster"], r["broker_name"], FrozenDict(dict(r["broker_addrs"])), bool(r["enable_acting_master"]), r["zone_name"]
+        broker_name: BrokerData(cluster, broker_name, FrozenDict(dict(addrs)), bool(acting), zone)
+        for cluster, broker_name, addrs, acting, zone in _fields(
+            rows[BROKER_ADDR_INTERVALS.name], "cluster", "broker_name", "broker_addrs", "enable_acting_master", "zone_name"
         )
-        for r in rows[BROKER_ADDR_INTERVALS.name]
     }
     clusters: dict[str, set[str]] = {}
-    for r in rows[CLUSTER_ADDR_INTERVALS.name]:
-        clusters.setdefault(r["cluster"], set()).add(r["broker_name"])
+    for cluster, broker_name in _fields(rows[CLUSTER_ADDR_INTERVALS.name], "cluster", "broker_name"):
+        clusters.setdefault(cluster, set()).add(broker_name)
+    live_fields = ("cluster", "broker_addr", "last_update_ts", "heartbeat_timeout_ms", "dv_state_version", "dv_timestamp", "dv_counter", "conn", "ha_server_addr")
     live = {
-        _live_key(r): BrokerLiveInfo(
-            r["last_update_ts"], r["heartbeat_timeout_ms"], DataVersion(r["dv_state_version"], r["dv_timestamp"], r["dv_counter"]), r["conn"], r["ha_server_addr"]
-        )
-        for r in rows[BROKER_LIVE_INTERVALS.name]
+        _live_key(cluster, addr): BrokerLiveInfo(last_update, timeout, DataVersion(state_version, dv_ts, counter), conn, ha)
+        for cluster, addr, last_update, timeout, state_version, dv_ts, counter, conn, ha in _fields(rows[BROKER_LIVE_INTERVALS.name], *live_fields)
     }
-    filters = {_live_key(r): tuple(r["filter_servers"]) for r in rows[FILTER_SERVER_INTERVALS.name]}
-    order = {r["topic"]: r["order_conf"] for r in rows[ORDER_TOPIC_INTERVALS.name]}
+    filters = {
+        _live_key(cluster, addr): tuple(servers)
+        for cluster, addr, servers in _fields(rows[FILTER_SERVER_INTERVALS.name], "cluster", "broker_addr", "filter_servers")
+    }
+    order = dict(_fields(rows[ORDER_TOPIC_INTERVALS.name], "topic", "order_conf"))
     return Snapshot(
         profile=epoch["profile"],
         topicQueueTable=FrozenDict({k: FrozenDict(v) for k, v in topics.items()}),

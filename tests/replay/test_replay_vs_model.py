@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from published import build_published, clean_preset
-from differential import INTERVAL_SPECS, compare_every_tick
+from differential import INTERVAL_SPECS, compare_every_tick, gold_snapshots
 from nsreplay.config import load_settings
-from nsreplay.history import PublishedHistory
+from nsreplay.history import OutsideCoverageError, PublishedHistory
 from nsreplay.storage import Warehouse
 from pipelines.replay.run import run_replay
 
@@ -56,3 +56,21 @@ def test_rerunning_the_same_window_publishes_the_same_contents(spark, tiny) -> N
     strip = lambda rows: sorted(r.replace("tiny-replay-again", "tiny-replay") for r in rows)  # noqa: E731
     rows_after = {spec.name: strip(map(repr, after.rows(spec, c.namesrv))) for spec in INTERVAL_SPECS for c in after.coverage()}
     assert rows_after == rows_before
+
+
+def test_snapshots_at_many_instants_are_the_snapshots_at_each(tiny) -> None:
+    """``snapshots_at`` (one read, alive rows picked in memory) against the sweep over the interval
+    boundaries at every second of the coverage, and against ``snapshot_at`` at a few instants."""
+    _, root = tiny
+    history = PublishedHistory(root)
+    for cov in history.coverage():
+        instants = list(range(cov.from_ts, cov.to_ts + 1, 1000))
+        many = list(history.snapshots_at(cov.namesrv, instants))
+        assert [t for t, _ in many] == instants
+        swept = [snapshot for _, snapshot, _ in gold_snapshots(history, cov.namesrv, instants)]
+        assert [snapshot for _, snapshot in many] == swept
+        assert any(a != b for a, b in zip(swept, swept[1:]))  # the tables do change over the coverage
+        for t, snapshot in many[:: len(many) // 5]:
+            assert snapshot == history.snapshot_at(cov.namesrv, t)
+        with pytest.raises(OutsideCoverageError):
+            next(history.snapshots_at(cov.namesrv, [cov.from_ts, cov.to_ts + 1]))
