@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from nsreplay.bench_oracle import check_sampled_ticks
 from nsreplay.config import load_settings
 from nsreplay.jvm_threads import JvmCpu, read_jvm_cpu
 from nsreplay.process_cpu import read_tree_cpu
@@ -208,81 +209,6 @@ class RebuildBench:
         )
 
 
-def _oracle_records(paths: list[str], namesrv: str):
-    """The records of one NameServer read straight from the capture files with ``json`` (independent
-    of the ingest), repeated body texts parsed once (a bench-day body is ~40 KB, sent 1M times)."""
-    import gzip
-
-    bodies: dict[str, object] = {}
-    marker = ',"body":'
-    needle = f'"namesrv":{json.dumps(namesrv)}'
-    # The needle's value as bytes: a line without them cannot hold the needle, so it is skipped before
-    # it is decoded (two thirds of bench-day's lines, ~40 KB each, belong to the other NameServers).
-    value = json.dumps(namesrv)[1:-1].encode("utf-8")
-    kinds = ("request", "response", "channel", "namesrv_start")
-    for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as fh:
-            for line_no, raw in enumerate(fh, start=1):
-                if value not in raw:
-                    continue
-                try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError:
-                    continue  # not a record (the ingest quarantines it too)
-                if needle not in line.replace('": "', '":"'):
-                    continue
-                try:
-                    at = line.rfind(marker)
-                    tail = line[at + len(marker):-1] if at > 0 and line.endswith("}") else None
-                    if tail is not None and tail in bodies:
-                        record = json.loads(line[:at] + "}")
-                        record["body"] = bodies[tail]
-                    else:
-                        record = json.loads(line)
-                        if tail is not None and isinstance(record.get("body"), dict) and len(bodies) < 100_000:
-                            bodies[tail] = record["body"]
-                except ValueError:
-                    continue
-                valid = isinstance(record, dict) and type(record.get("ts")) is int and record.get("kind") in kinds
-                if valid and record.get("namesrv") == namesrv:
-                    record["_file"], record["_line"] = path, line_no
-                    yield record
-
-
-def samples_per_namesrv(samples: int, namesrvs: int) -> list[int]:
-    """``samples`` split over ``namesrvs`` NameServers as evenly as possible, summing to ``samples``
-    (the first ones take the remainder): 1000 over 3 is 334, 333, 333, not 333 each."""
-    if namesrvs <= 0:
-        return []
-    return [samples // namesrvs + (1 if i < samples % namesrvs else 0) for i in range(namesrvs)]
-
-
-def _check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int) -> tuple[int, int]:
-    """Replay each NameServer with the reference model; compare the published state at ``samples``
-    ticks drawn at random (seeded) across all NameServers. Returns (sampled, mismatched)."""
-    import random
-
-    from nsreplay.history import PublishedHistory
-    from nsreplay.model import NamesrvReplay
-
-    settings = load_settings()
-    history = PublishedHistory(root)
-    coverage = history.coverage()
-    until = max(c.to_ts for c in coverage)
-    rng = random.Random(seed)
-    sampled = mismatched = 0
-    for cov, per_ns in zip(coverage, samples_per_namesrv(samples, len(coverage))):
-        run = NamesrvReplay(cov.namesrv, _oracle_records(paths, cov.namesrv), default_profile=settings.replay.default_profile,
-                            default_config=settings.replay.default_config)
-        ticks = [state for state in run.run(until)]
-        for state in rng.sample(ticks, min(per_ns, len(ticks))):
-            sampled += 1
-            if history.snapshot_at(cov.namesrv, state.tick) != state.snapshot:
-                mismatched += 1
-    return sampled, mismatched
-
-
 def bench_rebuild(
     captures: str, *, warehouse: str | None = None, master: str | None = None, samples: int = 1000, seed: int = 1, event_log: str | None = None
 ) -> RebuildBench:
@@ -328,7 +254,7 @@ def bench_rebuild(
         python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         jvm_peak = _jvm_peak_mb(spark)
         started = time.perf_counter()
-        sampled, mismatched = _check_sampled_ticks(paths, scratch, samples, seed) if samples > 0 else (0, 0)
+        sampled, mismatched = check_sampled_ticks(paths, scratch, samples, seed) if samples > 0 else (0, 0)
         oracle_seconds = time.perf_counter() - started
     finally:
         if warehouse is None:

@@ -1,12 +1,12 @@
-"""What the rebuild benchmark's reference-model check reads from the capture files for one
-NameServer: its own well-formed records, whatever the other NameServers' lines say about it."""
+"""What the rebuild benchmark's reference-model check reads from the capture files: each NameServer's
+own well-formed records, whatever the other NameServers' lines say about it, read in one pass."""
 
 from __future__ import annotations
 
 import gzip
 from pathlib import Path
 
-from nsreplay.bench import _oracle_records
+from nsreplay.bench_oracle import file_records, records_by_namesrv
 
 BODY = '{"topicConfigSerializeWrapper":{"topicConfigTable":{}},"filterServerList":["ns-a:9876"]}'
 
@@ -37,15 +37,37 @@ def test_one_namesrv_s_records_with_their_file_and_line(tmp_path: Path) -> None:
     ])
     body = {"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": ["ns-a:9876"]}
 
-    assert list(_oracle_records([first, second], "ns-a:9876")) == [
-        {"namesrv": "ns-a:9876", "ts": 1, "kind": "request", "code": 103, "body": body, "_file": first, "_line": 1},
-        {"namesrv": "ns-a:9876", "ts": 3, "kind": "channel", "event": "CLOSE", "_file": first, "_line": 3},
-        {"namesrv": "ns-a:9876", "ts": 4, "kind": "request", "code": 103, "body": body, "_file": first, "_line": 4},
-        {"kind": "response", "ts": 10, "namesrv": "ns-a:9876", "code": 105, "_file": second, "_line": 2},
-    ]
-    assert list(_oracle_records([first, second], "n\u015b:1")) == [
-        {"namesrv": "n\u015b:1", "ts": 9, "kind": "namesrv_start", "_file": second, "_line": 1},
-    ]
-    assert list(_oracle_records([first, second], "ns-b:9876")) == [
-        {"namesrv": "ns-b:9876", "ts": 2, "kind": "request", "code": 103, "body": body, "_file": first, "_line": 2},
-    ]
+    groups = records_by_namesrv([first, second])
+    assert groups == {
+        "ns-a:9876": [
+            {"namesrv": "ns-a:9876", "ts": 1, "kind": "request", "code": 103, "body": body, "_file": first, "_line": 1},
+            {"namesrv": "ns-a:9876", "ts": 3, "kind": "channel", "event": "CLOSE", "_file": first, "_line": 3},
+            {"namesrv": "ns-a:9876", "ts": 4, "kind": "request", "code": 103, "body": body, "_file": first, "_line": 4},
+            {"kind": "response", "ts": 10, "namesrv": "ns-a:9876", "code": 105, "_file": second, "_line": 2},
+        ],
+        "ns-b:9876": [
+            {"namesrv": "ns-b:9876", "ts": 2, "kind": "request", "code": 103, "body": body, "_file": first, "_line": 2},
+        ],
+        "n\u015b:1": [
+            {"namesrv": "n\u015b:1", "ts": 9, "kind": "namesrv_start", "_file": second, "_line": 1},
+        ],
+    }
+    assert list(file_records(second)) == groups["n\u015b:1"] + groups["ns-a:9876"][-1:]
+
+
+def test_a_repeated_body_is_one_object_and_a_repeated_broken_one_is_still_skipped(tmp_path: Path) -> None:
+    broken = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{}},"filterServerList":["\xff"]}'
+    path = _write(tmp_path / "c.jsonl", [
+        b'{"namesrv":"ns-a:9876","ts":1,"kind":"request","code":103,"body":' + BODY.encode() + b"}",
+        b'{"namesrv":"ns-a:9876","ts":2,"kind":"request","code":103,"body":' + BODY.encode() + b"}",
+        b'{"namesrv":"ns-a:9876","ts":3,"kind":"request","code":103,"body":' + broken + b"}",
+        b'{"namesrv":"ns-a:9876","ts":4,"kind":"request","code":103,"body":' + broken + b"}",
+        b'{"namesrv":"ns-a:9876","ts":5,"kind":"request","code":103,"body":[1]}',
+        b'{"namesrv":"ns-a:9876","ts":6,"kind":"request","code":103,"body":[1]}',
+        b'{"namesrv":7,"ts":7,"kind":"request"}',  # namesrv not a string
+        b'[{"namesrv":"ns-a:9876","ts":8,"kind":"request","body":{}}]',  # not an object
+    ])
+    records = list(file_records(path))
+    assert [r["ts"] for r in records] == [1, 2, 5, 6]
+    assert records[0]["body"] is records[1]["body"]
+    assert records[2]["body"] == records[3]["body"] == [1]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsreplay.bench import samples_per_namesrv
+from nsreplay.bench_oracle import samples_per_namesrv
 
 
 def test_sampled_ticks_are_split_over_namesrvs_without_losing_the_remainder() -> None:
