@@ -231,7 +231,6 @@ def _run_vacuum(args: argparse.Namespace) -> int:
     from nsreplay.runtime import UsageError, new_run_id, resolve_path
     from nsreplay.storage import Warehouse
     from nsreplay.vacuum import WAREHOUSE_TABLES, render, vacuum_warehouse
-    from schemas.gold import PUBLISH_LOG
 
     settings = load_settings()
     hours = settings.vacuum.retention_hours if args.retention_hours is None else args.retention_hours
@@ -246,7 +245,7 @@ def _run_vacuum(args: argparse.Namespace) -> int:
     if "://" not in root and not os.path.isdir(root):
         raise NotAWarehouseError(f"{root}: no such directory")
     warehouse = Warehouse(root, None, "delta-rs")  # no Spark: the Delta log and file listings only
-    if not warehouse.exists(PUBLISH_LOG) and not any(warehouse.exists(spec) for spec in WAREHOUSE_TABLES):
+    if not any(warehouse.exists(spec) for spec in WAREHOUSE_TABLES):
         raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (no table of one is there)")
     tables = [known[name] for name in args.tables] if args.tables else list(WAREHOUSE_TABLES)
     results = vacuum_warehouse(warehouse, retention_hours=hours, dry_run=args.dry_run, run_id=new_run_id("vacuum"), tables=tables)
