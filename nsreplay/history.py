@@ -3,6 +3,7 @@
     history = PublishedHistory("warehouse")
     history.coverage()                                  # what the warehouse covers, per NameServer
     snap = history.snapshot_at("10.0.0.10:9876", t)     # nsreplay.model.Snapshot: the five tables
+    for t, snap in history.snapshots_at("10.0.0.10:9876", ticks): ...   # many instants, rows read once
     answer = history.route_at("10.0.0.10:9876", "TBW102", t, request_version=401)
 
 Only table versions named by the latest ``gold.publish_log`` row are read, so a run that has not
