@@ -52,13 +52,23 @@ def file_records(path: str) -> Iterator[dict[str, Any]]:
                         record["body"] = bodies[tail]
                 else:
                     record = json.loads(raw)
-                    if tail is not None and isinstance(record, dict) and isinstance(record.get("body"), dict) and len(bodies) < _MAX_CACHED_BODIES:
+                    if tail is not None and isinstance(record, dict) and isinstance(record.get("body"), dict) and len(bodies) < _MAX_CACHED_BODIES and _is_text_of(tail, record["body"]):
                         bodies[tail] = record["body"]
             except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
                 continue
             if isinstance(record, dict) and type(record.get("ts")) is int and record.get("kind") in KINDS and isinstance(record.get("namesrv"), str):
                 record["_file"], record["_line"] = path, line_no
                 yield record
+
+
+def _is_text_of(tail: bytes, body: Any) -> bool:
+    """Whether ``tail`` (what follows the line's last ``,"body":``) is the text of the record's body.
+    It is not when that marker belongs to an object nested in the body: the tail then ends inside it
+    and does not parse, and caching it would hand a later line with the same tail the wrong body."""
+    try:
+        return json.loads(tail) == body
+    except ValueError:
+        return False
 
 
 def records_by_namesrv(paths: list[str]) -> dict[str, list[dict[str, Any]]]:

@@ -65,9 +65,13 @@ def test_a_repeated_body_is_one_object_and_a_repeated_broken_one_is_still_skippe
         b'{"namesrv":"ns-a:9876","ts":5,"kind":"request","code":103,"body":[1]}',
         b'{"namesrv":"ns-a:9876","ts":6,"kind":"request","code":103,"body":[1]}',
         b'{"namesrv":7,"ts":7,"kind":"request"}',  # namesrv not a string
+        # the last ',"body":' of these lines is in an object nested in their (different) bodies
+        b'{"namesrv":"ns-a:9876","ts":9,"kind":"request","body":{"x":{"a":1,"body":{"k":2}}}}',
+        b'{"namesrv":"ns-a:9876","ts":10,"kind":"request","body":{"y":{"b":1,"body":{"k":2}}}}',
         b'[{"namesrv":"ns-a:9876","ts":8,"kind":"request","body":{}}]',  # not an object
     ])
     records = list(file_records(path))
-    assert [r["ts"] for r in records] == [1, 2, 5, 6]
+    assert [r["ts"] for r in records] == [1, 2, 5, 6, 9, 10]
+    assert records[-2]["body"] == {"x": {"a": 1, "body": {"k": 2}}} and records[-1]["body"] == {"y": {"b": 1, "body": {"k": 2}}}
     assert records[0]["body"] is records[1]["body"]
     assert records[2]["body"] == records[3]["body"] == [1]
