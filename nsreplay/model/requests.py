@@ -221,6 +221,13 @@ class BodyCache:
         self._last: dict[tuple[str, str, int, str], tuple[tuple[object, ...], DecodedBody]] = {}
         self._by_id: dict[tuple[object, ...], DecodedBody] = {}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A cache is not state: it pickles empty. Decoding is pure, so a NameServer loaded from a
+        pickle (a replay unit resumed at the start of a window) answers every request as the one
+        pickled would, decoding each body once more. Kept, the decoded bodies were ~80 % of a
+        unit's pickle (``gold.replay_state``; docs/performance.md, "Long histories")."""
+        return (BodyCache, ())
+
     def decode(self, req: Request, hdr: RegisterHeader) -> DecodedBody:
         raw_form = req.body_b64 is not None
         source: object = req.body_b64 if raw_form else req.body

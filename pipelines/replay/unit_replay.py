@@ -193,8 +193,9 @@ class UnitReplay:
     runs every tick up to ``until``; both yield change rows. :meth:`carried` gives, for a resumed
     replay, the change rows that opened the intervals still open at the window's start.
 
-    The register-body cache is not part of the state: every window attaches each body to the first
-    record of the window that carries it (:func:`pipelines.replay.transforms.with_first_bodies`).
+    The register bodies are not part of the state (neither this replay's nor the model's cache of
+    decoded bodies): every window attaches each body to the first record of the window that carries
+    it (:func:`pipelines.replay.transforms.with_first_bodies`).
     """
 
     def __init__(self, *, origin: int, default_profile: str, default_config: Mapping[str, object] | None = None) -> None:

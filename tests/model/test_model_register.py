@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import pickle
 
 import pytest
 
@@ -53,6 +54,37 @@ def test_a_body_decoded_by_the_caller_counts_as_the_captured_one(form: str) -> N
     assert states == [{"t", "u", TBW[0]}, {"t", "u", TBW[0]}, {"t", TBW[0]}, {"t", "u", TBW[0]}]
     with pytest.raises(ValueError):
         decoded.apply(bare, decoded_body=body)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_pickled_nameserver_leaves_its_body_cache_and_answers_as_the_original(profile: str) -> None:
+    """The decoded bodies are a cache, not state (a replay unit's pickle, gold.replay_state): the
+    pickle carries none, and the loaded NameServer answers every later request as the original."""
+    bodies = [(form, [f"t{i}" for i in range(k + 1)] + [TBW]) for k, form in enumerate(["json", "raw", "compressed", "json"])]
+    before = [reg(T0 + 30_000 * k, profile, topics=topics, dv=(0, 1, 1 + k), form=form) for k, (form, topics) in enumerate(bodies)]
+    before.append(reg(T0 + 150_000, profile, name="b2", addr="10.0.0.2:10911", topics=["x", TBW], form="raw"))
+    original = NameServer(profile, {}, T0)
+    for record in before:
+        original.apply(record)
+    loaded = pickle.loads(pickle.dumps(original))
+    assert pickle.dumps(original._bodies) == pickle.dumps(type(original._bodies)())  # nothing decoded is kept
+    # the same bodies again (each broker's last one and an earlier one), a new one, and a CRC mismatch
+    after = [
+        reg(T0 + 180_000, profile, topics=bodies[3][1], dv=(0, 1, 4), form="json"),
+        reg(T0 + 181_000, profile, name="b2", addr="10.0.0.2:10911", topics=["x", TBW], form="raw"),
+        reg(T0 + 210_000, profile, topics=bodies[1][1], dv=(0, 1, 2), form="raw"),
+        reg(T0 + 240_000, profile, topics=["t0", "new", TBW], dv=(0, 1, 9), form="compressed"),
+        reg(T0 + 270_000, profile, name="b2", addr="10.0.0.2:10911", topics=["x", TBW], form="raw", crc=12345),
+    ]
+    for record in after:
+        assert loaded.apply(record) == original.apply(record)
+        assert loaded.snapshot() == original.snapshot()
+    assert {"new", "x"} <= set(loaded.snapshot().topicQueueTable)
+    for tick in range(T0 + 5_000, T0 + 600_000, 10_000):
+        original.scan(tick)
+        loaded.scan(tick)
+        assert loaded.snapshot() == original.snapshot()
+    assert not loaded.snapshot().brokerLiveTable  # every broker expired on both, at the same tick
 
 
 @pytest.mark.parametrize("profile", PROFILES)
