@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nsreplay.bench_oracle import check_sampled_ticks
+from nsreplay.bench_oracle import ModelCheck, check_sampled_ticks
 from nsreplay.config import load_settings
 from nsreplay.jvm_threads import JvmCpu, read_jvm_cpu
 from nsreplay.process_cpu import read_tree_cpu
@@ -160,6 +160,8 @@ class RebuildBench:
     jvm_cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     floor_cpu_seconds: float | None = None  # CPU of the driver, its JVM and their Python workers
     cpu_seconds: float | None = None  # the same over ingest + replay and publish
+    grid_ticks: int = 0  # scan ticks of the published grid compared with the model's (every one)
+    grid_mismatched_ticks: int = 0
 
     @property
     def end_to_end_seconds(self) -> float:
@@ -193,7 +195,8 @@ class RebuildBench:
                 f"end to end: {self.end_to_end_seconds:.1f} s (ingest {self.ingest_seconds:.1f} s + replay and publish {self.replay_seconds:.1f} s)",
                 f"ratio end-to-end / floor: {self.ratio:.2f} (goal <= 2.5); {self.lines / self.end_to_end_seconds:,.0f} events/s; {self.changes} changes",
                 "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stages.items()),
-                f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)"
+                f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches; scan-tick grid: "
+                f"{self.grid_ticks} ticks, {self.grid_mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)"
                 if self.sampled_ticks else "reference model check: skipped (--samples 0)",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
                 *self._cpu_line(),
@@ -254,7 +257,7 @@ def bench_rebuild(
         python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         jvm_peak = _jvm_peak_mb(spark)
         started = time.perf_counter()
-        sampled, mismatched = check_sampled_ticks(paths, scratch, samples, seed) if samples > 0 else (0, 0)
+        checked = check_sampled_ticks(paths, scratch, samples, seed) if samples > 0 else ModelCheck(0, 0, 0, 0)
         oracle_seconds = time.perf_counter() - started
     finally:
         if warehouse is None:
@@ -271,10 +274,11 @@ def bench_rebuild(
         profile = spark_profile.report(spark_profile.phase_costs(costs, phases))
     return RebuildBench(
         files=len(files), capture_bytes=sum(f.size_bytes for f in files), lines=lines, floor_seconds=floor,
-        ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=sampled,
-        mismatched_ticks=mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
+        ingest_seconds=ingest_seconds, replay_seconds=replay_seconds, changes=replay.changes, sampled_ticks=checked.sampled,
+        mismatched_ticks=checked.mismatched, oracle_seconds=oracle_seconds, driver_python_peak_mb=python_peak,
         driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, **{f"replay: {k}": v for k, v in replay.stages.items()}},
         profile=profile, jvm_cpu=jvm_cpu, floor_cpu_seconds=floor_cpu, cpu_seconds=run_cpu,
+        grid_ticks=checked.ticks, grid_mismatched_ticks=checked.grid_mismatched,
     )
 
 

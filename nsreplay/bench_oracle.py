@@ -9,7 +9,9 @@ better part of an hour:
 
 1. **read**: each file is read once (not once per NameServer), and its records are spilled to a
    scratch directory by NameServer, one pickle per (file, NameServer);
-2. **check**: each NameServer's replay loads its own pickles, runs the model and compares.
+2. **check**: each NameServer's replay loads its own pickles, runs the model and compares: the five
+   tables at the sampled ticks, and the published scan-tick grid (``gold.scan_ticks``) whole, each
+   of the model's ticks with its profile and the number of live entries its scan removed.
 
 A repeated body text (a bench-day heartbeat body is ~40 KB, sent ~a million times) is parsed once
 per file and pickled once per (file, NameServer).
@@ -24,6 +26,7 @@ import pickle
 import random
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import astuple, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Iterator
@@ -104,14 +107,34 @@ def _spill_file(task: tuple[int, str, str]) -> int:
     return sum(len(r) for r in groups.values())
 
 
-def _check_namesrv(task: tuple[str, str, str, int, int, int]) -> tuple[int, int]:
+@dataclass(frozen=True)
+class ModelCheck:
+    """What :func:`check_sampled_ticks` compared and how much of it differed."""
+
+    sampled: int  # ticks whose five tables were compared with the published state
+    mismatched: int  # of those, the ticks whose published tables differ from the model's
+    ticks: int  # ticks of the published scan-tick grid compared: every one of the model's
+    grid_mismatched: int  # ticks on one side only, or with another profile or removal count
+
+    def __add__(self, other: "ModelCheck") -> "ModelCheck":
+        return ModelCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+def _grid_differences(model: list[tuple[int, str, int]], published: list[tuple[int, str, int]]) -> int:
+    """Ticks whose (profile, removals) differ between the two grids, or that only one of them has."""
+    a, b = {t: rest for t, *rest in model}, {t: rest for t, *rest in published}
+    return sum(a.get(t) != b.get(t) for t in a.keys() | b.keys())
+
+
+def _check_namesrv(task: tuple[str, str, str, int, int, int, int]) -> ModelCheck:
     """Round 2: replay one NameServer's spilled records with the model and compare ``samples`` of its
-    ticks (drawn with a generator seeded by ``seed`` and the NameServer) with the published state."""
+    ticks (drawn with a generator seeded by ``seed`` and the NameServer) with the published state,
+    and its ticks up to the end of its coverage (``covered_to``) with the published grid."""
     from nsreplay.config import load_settings
     from nsreplay.history import PublishedHistory
     from nsreplay.model import NamesrvReplay
 
-    scratch, root, namesrv, until, samples, seed = task
+    scratch, root, namesrv, until, covered_to, samples, seed = task
     records: list[dict[str, Any]] = []
     spilled = _spill_dir(scratch, namesrv)
     for part in sorted(spilled.glob("*.pickle")) if spilled.is_dir() else []:
@@ -120,17 +143,24 @@ def _check_namesrv(task: tuple[str, str, str, int, int, int]) -> tuple[int, int]
     settings = load_settings()
     run = NamesrvReplay(namesrv, records, default_profile=settings.replay.default_profile, default_config=settings.replay.default_config)
     del records
-    expected = {state.tick: state.snapshot for state in run.run(until)}
+    expected: dict[int, Any] = {}
+    grid: list[tuple[int, str, int]] = []
+    for state in run.run(until):
+        expected[state.tick] = state.snapshot
+        if state.tick <= covered_to:
+            grid.append((state.tick, state.profile, sum(1 for r in state.removals if r.liveRemoved)))
     chosen = sorted(random.Random(f"{seed}:{namesrv}").sample(sorted(expected), min(samples, len(expected))))
     history = PublishedHistory(root)
     mismatched = sum(published != expected[tick] for tick, published in history.snapshots_at(namesrv, chosen))
-    return len(chosen), mismatched
+    published_grid = [row for row in history.scan_ticks(namesrv) if row[0] <= covered_to]
+    return ModelCheck(len(chosen), mismatched, len(grid), _grid_differences(grid, published_grid))
 
 
-def check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int, *, workers: int | None = None) -> tuple[int, int]:
-    """Compare the published state of warehouse ``root`` with the reference model's at ``samples``
-    ticks drawn at random (seeded) across its NameServers, the model replaying ``paths``.
-    Returns (sampled, mismatched). ``workers`` defaults to the machine's cores."""
+def check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int, *, workers: int | None = None) -> ModelCheck:
+    """Compare the published state of warehouse ``root`` with the reference model's, the model
+    replaying ``paths``: the five tables at ``samples`` ticks drawn at random (seeded) across its
+    NameServers, and every scan tick of the published grid. ``workers`` defaults to the machine's
+    cores."""
     from nsreplay.history import PublishedHistory
 
     coverage = PublishedHistory(root).coverage()
@@ -139,9 +169,8 @@ def check_sampled_ticks(paths: list[str], root: str, samples: int, seed: int, *,
     # spawn, not fork: the caller runs a JVM gateway and its threads
     with tempfile.TemporaryDirectory(prefix="nsreplay-oracle-") as scratch, ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         list(pool.map(_spill_file, [(i, path, scratch) for i, path in enumerate(paths)]))
-        tasks = [(scratch, root, c.namesrv, until, n, seed) for c, n in zip(coverage, samples_per_namesrv(samples, len(coverage)))]
-        results = list(pool.map(_check_namesrv, tasks))
-    return sum(s for s, _ in results), sum(m for _, m in results)
+        tasks = [(scratch, root, c.namesrv, until, c.to_ts, n, seed) for c, n in zip(coverage, samples_per_namesrv(samples, len(coverage)))]
+        return sum(pool.map(_check_namesrv, tasks), ModelCheck(0, 0, 0, 0))
 
 
-__all__ = ["KINDS", "check_sampled_ticks", "file_records", "records_by_namesrv", "samples_per_namesrv"]
+__all__ = ["KINDS", "ModelCheck", "check_sampled_ticks", "file_records", "records_by_namesrv", "samples_per_namesrv"]

@@ -4,6 +4,7 @@
     history.coverage()                                  # what the warehouse covers, per NameServer
     snap = history.snapshot_at("10.0.0.10:9876", t)     # nsreplay.model.Snapshot: the five tables
     for t, snap in history.snapshots_at("10.0.0.10:9876", ticks): ...   # many instants, rows read once
+    history.scan_ticks("10.0.0.10:9876")                # every scan tick: (tick_ts, profile, removals)
     answer = history.route_at("10.0.0.10:9876", "TBW102", t, request_version=401)
 
 Only table versions named by the latest ``gold.publish_log`` row are read, so a run that has not
@@ -31,6 +32,7 @@ from schemas.gold import (
     NAMESRV_EPOCHS,
     ORDER_TOPIC_INTERVALS,
     PUBLISH_LOG,
+    SCAN_TICKS,
     TOPIC_QUEUE_INTERVALS,
 )
 
@@ -131,6 +133,13 @@ class PublishedHistory:
         for t in instants:
             alive = _alive(t)
             yield t, build_snapshot({name: table if name == NAMESRV_EPOCHS.name else table.filter(alive) for name, table in tables.items()}, t)
+
+    def scan_ticks(self, namesrv: str) -> list[tuple[int, str, int]]:
+        """Every published scan tick of ``namesrv`` as (tick_ts, profile, live entries its scan
+        removed), in time order; [] for an unknown NameServer."""
+        files = self._warehouse.files(SCAN_TICKS, self.versions[SCAN_TICKS.name])
+        table = dataset(SCAN_TICKS, files).to_table(columns=["tick_ts", "profile", "removals"], filter=pads.field("namesrv") == namesrv)
+        return sorted(zip(*(table.column(c).to_pylist() for c in ("tick_ts", "profile", "removals"))))
 
     def route_at(self, namesrv: str, topic: str, t: int, *, request_version: int = 401) -> Answer:
         """What GET_ROUTEINFO_BY_TOPIC for ``topic`` returned at ``t``."""

@@ -14,7 +14,8 @@ from nsreplay.jvm_threads import KINDS
 def test_bench_rebuild_on_the_tiny_preset(spark, tmp_path: Path) -> None:
     generate(preset("tiny"), tmp_path / "captures", workers=2)
     bench = bench_rebuild(str(tmp_path / "captures"), warehouse=str(tmp_path / "warehouse"), samples=12)
-    assert (bench.sampled_ticks, bench.mismatched_ticks) == (12, 0)
+    assert (bench.sampled_ticks, bench.mismatched_ticks, bench.grid_mismatched_ticks) == (12, 0, 0)
+    assert bench.grid_ticks > 12  # every tick of the grid, not the sample
     assert list(bench.jvm_cpu) == ["ingest", "replay and publish"]
     for phase, kinds in bench.jvm_cpu.items():
         assert set(kinds) == set(KINDS), phase

@@ -29,7 +29,8 @@ def test_rebuild_report_with_and_without_a_profile() -> None:
     assert "reference model check: 1000 sampled ticks, 0 mismatches" in plain
     assert "task seconds by phase" not in plain
     assert profiled.splitlines() == plain.splitlines()[:-1] + ["task seconds by phase: ...", plain.splitlines()[-1]]
-    assert _json(plain) == _json(profiled) == {**values, "jvm_cpu": {}, "ratio": 2.5, "floor_cpu_seconds": None, "cpu_seconds": None, "cpu_ratio": None}
+    assert _json(plain) == _json(profiled) == {**values, "jvm_cpu": {}, "ratio": 2.5, "floor_cpu_seconds": None, "cpu_seconds": None, "cpu_ratio": None,
+                                               "grid_ticks": 0, "grid_mismatched_ticks": 0}
     assert not any(line.startswith("CPU (") for line in plain.splitlines())
 
 
