@@ -133,25 +133,36 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
     return row
 
 
+def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[str], Iterator[pa.RecordBatch]]:
+    """One task's reader: a capture file's path → its READ_LINE rows as record batches. Call it in
+    the task (a Python worker): the parser it holds reuses the bodies the worker's earlier tasks
+    decoded (same configuration only), though which bodies a task reports as new does not depend on
+    them; a body text is emitted by the first line of the task split on it (``read_line_row``)."""
+    steady_archive_imports()
+    arrow_schema = to_arrow_schema(READ_LINE)
+    body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
+    memory = worker_memory((parse.limits, parse.max_queue_nums, parse.max_perm))
+    parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options), memory)
+    stored: set[str] = set()
+
+    def batches_of(path: str) -> Iterator[pa.RecordBatch]:
+        lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
+        rows = (read_line_row(parser, path, line, parse, stored) for line in lines)
+        with gc_paused():
+            yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
+
+    return batches_of
+
+
 def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOptions, parse: ParseOptions) -> DataFrame:
     """Every line of the given capture files, read and parsed in one pass (READ_LINE rows), one task
     per file: what bronze keeps of each line and what silver gets from it."""
-    arrow_schema = to_arrow_schema(READ_LINE)
 
     def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        steady_archive_imports()
-        body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
-        # The bodies decoded by this worker's earlier tasks are reused (same configuration only);
-        # which bodies a task reports as new does not depend on them.
-        memory = worker_memory((parse.limits, parse.max_queue_nums, parse.max_perm))
-        parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options), memory)
-        stored: set[str] = set()
+        batches_of = file_reader(read, parse)
         for batch in batches:
             for path in batch.column(0).to_pylist():
-                lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
-                rows = (read_line_row(parser, path, line, parse, stored) for line in lines)
-                with gc_paused():
-                    yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
+                yield from batches_of(path)
 
     files = spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths)))
     return spark.createDataFrame(files, "source_file string").mapInArrow(read_files, READ_LINE)

@@ -27,34 +27,25 @@ from pyspark.sql import functions as F
 from nsreplay.config import load_settings
 from nsreplay.runtime import build_spark
 from nsreplay.storage.arrow_types import to_arrow_schema
-from pipelines.ingest.capture_files import list_capture_files, open_capture
-from pipelines.ingest.capture_reader import read_capture_raw
-from pipelines.ingest.records import LineParser, ParserLimits, worker_memory
-from pipelines.ingest.transforms import ParseOptions, ReadOptions, _batches, accepted_events, as_events, bronze_lines, read_capture_records, read_line_row
-from pipelines.quality.rules import event_rules, register_body_problem
-from pipelines.worker import gc_paused, steady_archive_imports
+from pipelines.ingest.capture_files import list_capture_files
+from pipelines.ingest.records import ParserLimits
+from pipelines.ingest.transforms import ParseOptions, ReadOptions, accepted_events, as_events, bronze_lines, file_reader, read_capture_records
+from pipelines.quality.rules import event_rules
 from schemas.silver import READ_LINE
 
 
 def _parse_to_files(spark: SparkSession, paths: list[str], read: ReadOptions, parse: ParseOptions, out: str) -> DataFrame:
     """One task per file; each writes the file's READ_LINE rows to ``out/<n>.parquet`` and yields one
-    row (file, rows, bytes written)."""
+    row (file, rows written)."""
     arrow_schema = to_arrow_schema(READ_LINE)
 
     def write_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        steady_archive_imports()
-        body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
-        memory = worker_memory((parse.limits, parse.max_queue_nums, parse.max_perm))
-        parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options), memory)
-        stored: set[str] = set()
+        batches_of = file_reader(read, parse)
         for batch in batches:
             for index, path in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                target = f"{out}/part-{index:05d}.parquet"
                 rows_written = 0
-                lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
-                rows = (read_line_row(parser, path, line, parse, stored) for line in lines)
-                with gc_paused(), pq.ParquetWriter(target, arrow_schema, compression="zstd") as writer:
-                    for part in _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or "")):
+                with pq.ParquetWriter(f"{out}/part-{index:05d}.parquet", arrow_schema, compression="zstd") as writer:
+                    for part in batches_of(path):
                         writer.write_batch(part)
                         rows_written += part.num_rows
                 yield pa.RecordBatch.from_pylist([{"source_file": path, "rows": rows_written}])
