@@ -1,7 +1,7 @@
 """The ingest's read-and-parse stage two ways, alternating in one warm JVM: as the ingest runs it (the
 Python tasks send their Arrow batches to the JVM, which caches the parsed lines) and with each
 Python task writing its parsed lines to a Parquet file itself and sending the JVM one row per file
-(the data plane #3's notes recommend). Each way then writes what bronze and silver get from the
+(the first step of the data plane the notes of #3 recommended). Each way then writes what bronze and silver get from the
 lines (``bronze.captures_raw`` and ``silver.events`` shapes, plain Parquet), as the ingest's next
 stages read them.
 
