@@ -8,6 +8,7 @@
     nsreplay backfill --warehouse DIR --from T1 [--to T2]   re-run the published windows of a range, in order
     nsreplay stale --warehouse DIR                 published windows that late input made stale
     nsreplay vacuum --warehouse DIR [--dry-run]    delete files no reader needs (published versions kept)
+    nsreplay compact --warehouse DIR [--dry-run]   merge the small files of the settled history (no row changes)
     nsreplay serve --warehouse DIR                 the serving shim: HTTP API (+ remoting), no Spark
     nsreplay bench serve --warehouse DIR           shim throughput and latency vs. a trivial endpoint
 
@@ -254,6 +255,38 @@ def _run_vacuum(args: argparse.Namespace) -> int:
     return 1 if any(r.error is not None for r in results) else 0
 
 
+def _add_compact(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compact", help="merge the small files of the published history's settled rows; no row changes")
+    p.add_argument("--warehouse", required=True)
+    p.add_argument("--dry-run", action="store_true", help="list what would be merged; write nothing")
+    p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every history table)")
+    p.set_defaults(func=_run_compact)
+
+
+def _run_compact(args: argparse.Namespace) -> int:
+    from nsreplay.compaction import HISTORY_TABLES, Policy, compact_warehouse, render
+    from nsreplay.config import load_settings
+    from nsreplay.runtime import UsageError, new_run_id, resolve_path
+    from nsreplay.storage import Warehouse
+
+    settings = load_settings()
+    known = {spec.name: (spec, column) for spec, column in HISTORY_TABLES}
+    unknown = sorted(set(args.tables or ()) - set(known))
+    if unknown:
+        raise UsageError(f"--table {unknown[0]}: not a compacted table; those are: {', '.join(known)}")
+    root = resolve_path(args.warehouse)
+    if "://" not in root and not os.path.isdir(root):
+        raise NotAWarehouseError(f"{root}: no such directory")
+    warehouse = Warehouse(root, None, "delta-rs")  # no Spark: pyarrow reads and writes the files, delta-rs commits
+    if not any(warehouse.exists(spec) for spec, _ in HISTORY_TABLES):
+        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse with a route history (no gold table is there)")
+    tables = [known[name] for name in args.tables] if args.tables else list(HISTORY_TABLES)
+    results = compact_warehouse(warehouse, Policy.from_config(settings.compact), dry_run=args.dry_run, run_id=new_run_id("compact"), tables=tables)
+    print(f"compaction of {root}" + (" (dry run: nothing written)" if args.dry_run else ""))
+    print(render(results, dry_run=args.dry_run))
+    return 1 if any(r.error is not None for r in results) else 0
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the published route history over HTTP (and the RocketMQ remoting protocol)")
     p.add_argument("--warehouse", required=True, help="warehouse root (the latest published run is served)")
@@ -295,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_backfill(sub)
     _add_vacuum(sub)
+    _add_compact(sub)
     _add_bench(sub)
     return parser
 

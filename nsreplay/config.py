@@ -82,6 +82,13 @@ class VacuumConfig:
 
 
 @dataclass(frozen=True)
+class CompactConfig:
+    target_file_mb: int
+    span_hours: int
+    row_group_rows: int
+
+
+@dataclass(frozen=True)
 class DemoConfig:
     preset: str
     seed: int
@@ -97,6 +104,7 @@ class Settings:
     quality: QualityConfig
     replay: ReplayConfig
     vacuum: VacuumConfig
+    compact: CompactConfig
     demo: DemoConfig
 
     def spark_defaults_files(self) -> list[Path]:
@@ -145,6 +153,10 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[replay] max_window_days must be positive")
     if not 0 <= settings.vacuum.min_retention_hours <= settings.vacuum.retention_hours:
         raise ConfigError("[vacuum] needs 0 <= min_retention_hours <= retention_hours")
+    for name in ("target_file_mb", "span_hours", "row_group_rows"):
+        value = getattr(settings.compact, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"[compact] {name} must be a positive integer")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 
@@ -171,6 +183,7 @@ def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Setti
         quality=_section(QualityConfig, raw, "quality"),
         replay=_section(ReplayConfig, raw, "replay"),
         vacuum=_section(VacuumConfig, raw, "vacuum"),
+        compact=_section(CompactConfig, raw, "compact"),
         demo=_section(DemoConfig, raw, "demo"),
     )
     _validate(settings)

@@ -150,6 +150,18 @@ def format_ms(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def format_size(n: int) -> str:
+    """A byte count for a report: ``"1.5 MB"``, ``"912 B"`` (binary units).
+
+    >>> format_size(1536 << 10), format_size(912)
+    ('1.5 MB', '912 B')
+    """
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def resolve_path(path: str) -> str:
     """A path relative to the project root unless absolute or a URI."""
     if "://" in path or os.path.isabs(path):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nsreplay.history import latest_publish_row
+from nsreplay.runtime import format_size
 from nsreplay.storage import CommitInfo, StorageError, TableSpec, VacuumResult, Warehouse
 from schemas import ALL_TABLES
 from schemas.gold import GOLD_TABLES, REPLAY_RUNS, REPLAY_STATE, STALE_WINDOWS
@@ -94,16 +95,9 @@ def render(results: Sequence[TableVacuum], *, dry_run: bool) -> str:
         elif r.result is None:
             lines.append(f"{r.table:<30} {'-':>7} {'-':>10}  (no such table)")
         else:
-            lines.append(f"{r.table:<30} {len(r.result.files):>7} {_size(r.result.bytes):>10}  {kept}")
+            lines.append(f"{r.table:<30} {len(r.result.files):>7} {format_size(r.result.bytes):>10}  {kept}")
     done = [r.result for r in results if r.result is not None]
     failed = [r.table for r in results if r.error is not None]
-    lines.append(f"{verb} {sum(len(d.files) for d in done)} files, {_size(sum(d.bytes for d in done))}"
+    lines.append(f"{verb} {sum(len(d.files) for d in done)} files, {format_size(sum(d.bytes for d in done))}"
                  + (f"; failed: {', '.join(failed)}" if failed else ""))
     return "\n".join(lines)
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

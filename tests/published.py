@@ -32,3 +32,14 @@ def clean_preset(name: str):
 
     return apply_overrides(preset(name), {"junk.lines_per_reason": 0})
 
+
+
+def plain(df):
+    """``df`` without run_id, map columns as sorted JSON: two runs' rows compare whole, in any order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+
+    for f in df.schema.fields:
+        if isinstance(f.dataType, MapType):
+            df = df.withColumn(f.name, F.to_json(F.array_sort(F.map_entries(f.name))))
+    return df.drop("run_id")

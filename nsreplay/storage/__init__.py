@@ -9,11 +9,13 @@ Public API::
                                                                    overwrite / overwrite_counted / restore / read /
                                                                    version / history /
                                                                    committed / files / file_uris /
-                                                                   column_bounds / file_statistics / files_written_by
+                                                                   column_bounds / file_statistics / files_written_by /
+                                                                   row_commits_since / vacuum / compact
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
     FileStatistics(file, columns).may_hold(column_range)          a data file and its columns' statistics
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,
     PredicateViolationError, BackendUnavailableError)
+    changes_rows(history_entry): whether a commit may change rows (not a vacuum's nor a compaction's)
     native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files),
     arrow_types.range_filter(column_range)
 
@@ -32,14 +34,16 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import MAINTENANCE_OPERATIONS, ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, VacuumResult, app_transaction_id, schema_differences
+from nsreplay.storage.spec import COMPACTION_MODE, MAINTENANCE_OPERATIONS, ColumnRange, CommitInfo, CompactionResult, DataFile, FileStatistics, TableSpec, VacuumResult, app_transaction_id, changes_rows, schema_differences
 from nsreplay.storage.warehouse import BACKENDS, Warehouse, sql_string
 
 __all__ = [
     "BACKENDS",
     "BackendUnavailableError",
+    "COMPACTION_MODE",
     "ColumnRange",
     "CommitInfo",
+    "CompactionResult",
     "ConcurrentCommitError",
     "DataFile",
     "FileStatistics",
@@ -54,6 +58,7 @@ __all__ = [
     "VersionNotFoundError",
     "Warehouse",
     "app_transaction_id",
+    "changes_rows",
     "dataset",
     "native_delta_available",
     "partition_value",

@@ -113,6 +113,37 @@ class VacuumRequest:
     user_metadata: str
 
 
+@dataclass(frozen=True)
+class CompactRequest:
+    """One prepared compaction of the table at ``location``: each of ``groups`` names data files of
+    the table's latest version (absolute paths, as :class:`~nsreplay.storage.spec.DataFile` gives
+    them), all of one partition, to be rewritten as one file whose rows are sorted by ``sort_by``
+    (Parquet row groups of at most ``row_group_rows`` rows). One commit for every group, that
+    changes no row (``dataChange`` false); ``app_id``, ``txn_version``, ``user_metadata`` and
+    ``write_id`` are as for :class:`WriteRequest`."""
+
+    spec: TableSpec
+    location: TableLocation
+    groups: tuple[tuple[str, ...], ...]
+    sort_by: str
+    row_group_rows: int
+    app_id: str
+    txn_version: int
+    user_metadata: str
+    write_id: str
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What a backend's compaction committed: the version (``None``: ``app_id`` was there already,
+    nothing written), the files written (relative to the table's root), their rows and bytes."""
+
+    version: int | None
+    added: tuple[str, ...]
+    rows: int
+    bytes: int
+
+
 class Backend(abc.ABC):
     """One Delta engine. Methods take prepared arguments; the warehouse validated them already."""
 
@@ -165,6 +196,10 @@ class Backend(abc.ABC):
     def vacuum(self, request: VacuumRequest) -> list[str]:
         """Carry out ``request``; the paths (relative to the table's root) it deleted, or would delete
         for a dry run. Never deletes the Delta log, nor a file of the latest version."""
+
+    @abc.abstractmethod
+    def compact(self, request: CompactRequest) -> Compacted:
+        """Carry out ``request`` (see :class:`CompactRequest`), or change nothing and raise."""
 
     @abc.abstractmethod
     def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":

@@ -21,6 +21,11 @@ A restore is delta-rs's own ``DeltaTable.restore`` (one commit of removes and re
 commit metadata and ``txn`` action as a write; it also brings back that version's schema, which
 :meth:`Warehouse.restore` then extends to the spec again).
 
+A compaction reads each group of files with pyarrow, sorts the rows by the requested column, writes
+one zstd Parquet file per group into a staging directory, moves it into the table like a write's
+files, and commits the removes and adds (all ``dataChange`` false) in one transaction against the
+read snapshot; the row counts read and written must agree before anything is committed.
+
 Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/storage):
 
 * ``AddAction.path`` and ``RemoveAction.path`` take the path **as on storage** (e.g.
@@ -40,6 +45,7 @@ Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/stor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -59,8 +65,8 @@ from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.arrow_types import to_arrow_schema
-from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
+from nsreplay.storage.arrow_types import dataset, to_arrow_schema
+from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
@@ -286,6 +292,86 @@ class DeltaRsBackend(Backend):
             raise StorageError(f"cannot vacuum the table at {request.location.uri}: {exc}") from exc
         return sorted([*(_below(path, request.location) for path in deleted), *_abandoned_staging(request)])
 
+    def compact(self, request: CompactRequest) -> Compacted:
+        spec, location = request.spec, request.location
+        table = self._open(location)  # the read snapshot of this transaction
+        read_version = table.version()
+        if table.transaction_version(request.app_id) is not None:
+            return Compacted(None, (), 0, 0)
+        active = {location.file_uri(f["relative"]): f for f in self._active_files(table, spec)}
+        gone = [path for group in request.groups for path in group if path not in active]
+        if gone:
+            raise ConcurrentCommitError(
+                f"table {spec.name!r}: {len(gone)} of the files to compact are not in its latest version (version "
+                f"{read_version}; e.g. {gone[0]}): another commit replaced them. Nothing was committed; compact again."
+            )
+        data_columns = [n for n in spec.column_names if n not in spec.partition_by]
+        filesystem, root = _filesystem(location)
+        staging = f"{STAGING_DIR}/{uuid.uuid4().hex}"
+        moved: list[str] = []
+        committed = False
+        now = _now_ms()
+        removes: list[RemoveAction] = []
+        read_rows = 0
+        try:
+            for number, group in enumerate(request.groups):
+                files = [active[path] for path in group]
+                values = files[0]["partition_values"]
+                if any(f["partition_values"] != values for f in files):
+                    raise ValueError(f"table {spec.name!r}: a group to compact holds files of several partitions")
+                merged = dataset(
+                    spec, [DataFile(location.file_uri(f["relative"]), f["size"], f["partition_values"], f["num_records"]) for f in files]
+                ).to_table(columns=data_columns)
+                listed = [f["num_records"] for f in files]
+                if None not in listed and merged.num_rows != sum(listed):
+                    raise StorageError(f"table {spec.name!r}: read {merged.num_rows} rows from files the log says hold {sum(listed)}")
+                read_rows += merged.num_rows
+                directory = "/".join(
+                    f"{urllib.parse.quote(c, safe='')}={HIVE_NULL if values[c] is None else urllib.parse.quote(values[c], safe='')}"
+                    for c in spec.partition_by
+                )
+                target = "/".join(p for p in (root, staging, directory) if p)
+                filesystem.create_dir(target, recursive=True)
+                pq.write_table(
+                    merged.sort_by([(request.sort_by, "ascending")]),
+                    f"{target}/part-{number:05d}-{request.write_id}.c000.zstd.parquet",
+                    filesystem=filesystem,
+                    compression="zstd",
+                    use_dictionary=[n for n in data_columns if n not in spec.distinct_columns],
+                    row_group_size=request.row_group_rows,
+                    coerce_timestamps="us",
+                )
+                removes += [
+                    RemoveAction(path=f["relative"], data_change=False, deletion_timestamp=now, size=f["size"],
+                                 partition_values=dict(f["partition_values"]))
+                    for f in files
+                ]
+            adds, moved = _publish(filesystem, root, staging, spec)
+            adds = [dataclasses.replace(a, data_change=False) for a in adds]  # the same rows, in other files
+            written = sum(json.loads(a.stats)["numRecords"] for a in adds)
+            if written != read_rows:
+                raise StorageError(f"table {spec.name!r}: the compacted files hold {written} rows, the files they replace {read_rows}")
+            try:
+                table.create_write_transaction(
+                    [*removes, *adds],
+                    mode="append",
+                    schema=to_arrow_schema(spec.schema),
+                    partition_by=list(spec.partition_by) or None,
+                    commit_properties=_commit_properties(request),
+                )
+            except CommitFailedError as exc:
+                self._committed_by_another(location, request.app_id, f"table {spec.name!r}: this compaction", read_version, exc)
+                return Compacted(None, (), 0, 0)
+            committed = True
+        finally:
+            _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
+        return Compacted(
+            self._committed_version(location, request.write_id, read_version),
+            tuple(a.path for a in adds),
+            written,
+            sum(a.size for a in adds),
+        )
+
     def _committed_by_another(self, location: TableLocation, app_id: str, what: str, read_version: int, exc: Exception) -> None:
         """After a commit failed on a conflict: return when another writer committed ``app_id`` meanwhile
         (the work is done), else raise :class:`ConcurrentCommitError` naming ``what`` failed."""
@@ -475,7 +561,7 @@ def _file_stats(metadata: "pq.FileMetaData") -> dict[str, Any]:
     return stats
 
 
-def _commit_properties(request: WriteRequest | RestoreRequest) -> CommitProperties:
+def _commit_properties(request: WriteRequest | RestoreRequest | CompactRequest) -> CommitProperties:
     """The commit's metadata (``userMetadata``) and the ``txn`` action that makes it idempotent."""
     return CommitProperties(
         custom_metadata={"userMetadata": request.user_metadata},

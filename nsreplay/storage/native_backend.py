@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
-from nsreplay.storage.errors import TableNotFoundError
+from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
+from nsreplay.storage.errors import BackendUnavailableError, TableNotFoundError
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, retention_covering
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -201,6 +201,14 @@ class NativeDeltaBackend(Backend):
         with session_conf(self._spark, {"spark.databricks.delta.commitInfo.userMetadata": request.user_metadata}):
             table.restoreToVersion(request.version)
         return self._find_in_history(request.location, request.write_id)
+
+    def compact(self, request: CompactRequest) -> Compacted:
+        # delta-spark's OPTIMIZE bins whole partitions by size; it cannot be told which files to merge
+        # (only the settled ones) nor to sort them. The tables are Delta 1/2: delta-rs compacts them.
+        raise BackendUnavailableError(
+            "compaction is done by the delta-rs backend (Warehouse(root, None, 'delta-rs'), as `nsreplay compact` does); "
+            "the tables it writes stay readable by delta-spark"
+        )
 
     def vacuum(self, request: VacuumRequest) -> list[str]:
         location = request.location

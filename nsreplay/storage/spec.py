@@ -24,7 +24,10 @@ __all__ = [
     "DataFile",
     "FileColumnStats",
     "VacuumResult",
+    "CompactionResult",
     "MAINTENANCE_OPERATIONS",
+    "COMPACTION_MODE",
+    "changes_rows",
     "bounds_by_partition",
     "retention_covering",
     "TXN_VERSION",
@@ -44,6 +47,20 @@ METADATA_MARKER = "nsreplay"
 #: Delta operations that change no row of the table: a reader of any version before or after them reads
 #: the same rows (the files a vacuum deletes are those no retained version names).
 MAINTENANCE_OPERATIONS = frozenset({"VACUUM START", "VACUUM END"})
+
+#: The ``mode`` (commit metadata) of a compaction's commit: it rewrites files and changes no row.
+COMPACTION_MODE = "compact"
+
+
+def changes_rows(entry: Mapping[str, Any]) -> bool:
+    """Whether a commit, as ``Warehouse.history`` lists it, may change the table's rows: every commit
+    but a vacuum's (:data:`MAINTENANCE_OPERATIONS`) and a compaction's (``mode``
+    :data:`COMPACTION_MODE`), which only delete or rewrite files.
+
+    >>> changes_rows({"operation": "WRITE", "mode": "overwrite"}), changes_rows({"operation": "VACUUM END", "mode": None})
+    (True, False)
+    """
+    return entry.get("operation") not in MAINTENANCE_OPERATIONS and entry.get("mode") != COMPACTION_MODE
 
 _NAME_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Characters Delta (without column mapping) and Parquet refuse in column names.
@@ -386,6 +403,25 @@ class VacuumResult:
     bytes: int
     retention_hours: int
     kept_versions: tuple[int, ...]
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What a compaction of one table rewrote, or would rewrite (``dry_run``).
+
+    ``removed``: the merged files, paths relative to the table's root, one tuple per group (each group
+    became one file); ``added``: the files written (empty for a dry run); ``rows``: the rows of the
+    merged files, all in the files written; ``bytes_before`` / ``bytes_after``: their sizes (``bytes_after``
+    0 for a dry run); ``version``: the commit (``None`` for a dry run, or when this run's compaction was
+    committed before)."""
+
+    removed: tuple[tuple[str, ...], ...]
+    added: tuple[str, ...]
+    rows: int
+    bytes_before: int
+    bytes_after: int
+    version: int | None
     dry_run: bool
 
 

@@ -17,6 +17,8 @@ Example::
     wh.files(EVENTS)                                       # for Spark-free readers
     wh.vacuum(EVENTS, retention_hours=168, keep_versions=(v,), dry_run=False,
               commit=CommitInfo(run_id="vacuum-2024-11-28", job="vacuum"))
+    wh.compact(EVENTS, [wh.files(EVENTS)], sort_by="ts",          # many small files → one, same rows
+               commit=CommitInfo(run_id="compact-2024-11-28", job="compact"))
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, spark_of
+from nsreplay.storage.backend import Backend, CompactRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, spark_of
 from nsreplay.storage.errors import (
     BackendUnavailableError,
     PredicateViolationError,
@@ -46,7 +48,7 @@ from nsreplay.storage.errors import (
 )
 from nsreplay.storage.native_backend import native_delta_available
 from nsreplay.storage.filesystem import arrow_filesystem
-from nsreplay.storage.spec import METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, DataFile, FileStatistics, TableSpec, VacuumResult, bounds_by_partition, schema_differences
+from nsreplay.storage.spec import COMPACTION_MODE, METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, CompactionResult, DataFile, FileStatistics, TableSpec, VacuumResult, bounds_by_partition, changes_rows, schema_differences
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, SparkSession
@@ -439,6 +441,71 @@ class Warehouse:
             self.ensure(spec)  # RESTORE also brings back that version's schema
         return restored
 
+    def row_commits_since(self, spec: TableSpec | str, version: int) -> list[dict[str, Any]]:
+        """The commits of the table after ``version`` that may change its rows, newest first (as
+        :meth:`history` lists them): every one but a vacuum's or a compaction's
+        (:func:`~nsreplay.storage.spec.changes_rows`). ``[]`` when ``version`` is the latest or the
+        table does not exist. Reads only the log entries after ``version``."""
+        _check_version(version)
+        latest = self.version(spec)
+        if latest is None or latest <= version:
+            return []
+        return [c for c in self.history(spec, limit=latest - version) if changes_rows(c)]
+
+    def compact(
+        self, spec: TableSpec, groups: Sequence[Sequence[DataFile]], *, sort_by: str, commit: CommitInfo, row_group_rows: int = 65_536,
+        dry_run: bool = False,
+    ) -> CompactionResult:
+        """Rewrite each of ``groups`` (data files of the table's latest version, all of one partition,
+        as :meth:`files` or :meth:`file_statistics` listed them) as one file whose rows are sorted by
+        the integer data column ``sort_by``, in Parquet row groups of at most ``row_group_rows`` rows,
+        with the Delta statistics of every write. One commit for all groups; it changes no row: a
+        reader of any version reads what it read before, and the commit's actions say ``dataChange``
+        false. Its ``mode`` is ``"compact"`` (:data:`~nsreplay.storage.spec.COMPACTION_MODE`), so
+        :meth:`row_commits_since` does not count it. Groups of fewer than two files are refused.
+
+        Idempotent for ``commit``'s (job, run id), as :meth:`append`. A file no longer in the latest
+        version (a concurrent write replaced it), or a concurrent commit that conflicts, raises
+        :class:`ConcurrentCommitError` and commits nothing; the merged files stay on storage until a
+        vacuum deletes them, like every file a commit removed. ``dry_run``: only check the groups
+        and report. The delta-rs backend only (:class:`BackendUnavailableError` on delta-spark).
+        """
+        _check_spec(spec)
+        groups = [tuple(g) for g in groups]
+        for group in groups:
+            if len(group) < 2 or not all(isinstance(f, DataFile) for f in group):
+                raise ValueError("each group to compact must hold two or more DataFile")
+            if len({tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0])) for f in group}) != 1:
+                raise ValueError(f"table {spec.name!r}: a group to compact holds files of several partitions")
+        if len({f.path for g in groups for f in g}) != sum(len(g) for g in groups):
+            raise ValueError("a file is in more than one group to compact")
+        if sort_by not in spec.column_names or sort_by in spec.partition_by:
+            raise ValueError(f"{sort_by!r} is not a data column of {spec.name}")
+        if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
+            raise ValueError(f"row_group_rows must be a positive int, got {row_group_rows!r}")
+        _check_commit(commit)
+        location = self._existing(spec)
+        removed = tuple(tuple(_relative_to(f.path, location) for f in g) for g in groups)
+        before = sum(f.size for g in groups for f in g)
+        rows = sum(f.num_records or 0 for g in groups for f in g)
+        if dry_run or not groups:
+            return CompactionResult(removed, (), rows, before, 0, None, dry_run)
+        write_id = uuid.uuid4().hex
+        metadata = commit.to_metadata()
+        metadata.update({"mode": COMPACTION_MODE, "predicate": None, "write_id": write_id, "sort_by": sort_by})
+        done = self._backend.compact(
+            CompactRequest(
+                spec=spec, location=location, groups=tuple(tuple(f.path for f in g) for g in groups), sort_by=sort_by,
+                row_group_rows=row_group_rows, app_id=commit.app_id, txn_version=TXN_VERSION,
+                user_metadata=json.dumps(metadata, sort_keys=True, separators=(",", ":")), write_id=write_id,
+            )
+        )
+        if done.version is None:
+            log.info("table %s: compaction %r was already committed; skipped", spec.name, commit.run_id)
+            return CompactionResult(removed, (), 0, before, 0, None, False)
+        log.info("table %s: compacted %d files into %d (version %d)", spec.name, sum(len(g) for g in removed), len(done.added), done.version)
+        return CompactionResult(removed, done.added, done.rows, before, done.bytes, done.version, False)
+
     def vacuum(
         self, spec: TableSpec, *, retention_hours: int, keep_versions: Sequence[int] = (), dry_run: bool = True,
         commit: CommitInfo | None = None,
@@ -566,6 +633,12 @@ class Warehouse:
 
 
 # -- argument checks ---------------------------------------------------------------------------------
+
+
+def _relative_to(path: str, location: TableLocation) -> str:
+    """A data file's path (as :class:`DataFile` names it) relative to its table's root."""
+    prefix = location.file_uri("")
+    return path[len(prefix):].lstrip("/") if path.startswith(prefix) else path
 
 
 def _sizes(location: TableLocation, relatives: Sequence[str]) -> dict[str, int]:

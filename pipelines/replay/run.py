@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 from nsreplay.config import Settings
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import local_frame
-from nsreplay.storage import MAINTENANCE_OPERATIONS, ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
+from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
@@ -234,24 +234,15 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
     (its quality check failed, or it was killed). This run replaces only its own slice, and its publish
     names whole table versions, so it would otherwise publish that run's rows too. This run's own
     earlier writes (a retry of the same run id) are kept: its repeated writes are skipped. A Delta
-    restore: no data is rewritten, however long the history the tables hold."""
+    restore: no data is rewritten, however long the history the tables hold. A vacuum's or a
+    compaction's commits since the publish change no row and are kept (``Warehouse.row_commits_since``)."""
     if published is None:
         return
     for spec in REPLAY_TABLES:
         version = published.versions.get(spec.name)
-        if version is None or all(c["run_id"] == run_id for c in _row_commits_since(warehouse, spec.name, version)):
+        if version is None or all(c["run_id"] == run_id for c in warehouse.row_commits_since(spec, version)):
             continue
         warehouse.restore(spec, version, CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
-
-
-def _row_commits_since(warehouse: Warehouse, name: str, version: int) -> list[dict[str, Any]]:
-    """The commits of table ``name`` after ``version`` that may change its rows, newest first: every
-    one but maintenance commits (a vacuum's, :data:`MAINTENANCE_OPERATIONS`), which change no row."""
-    latest = warehouse.version(name)
-    if latest is None or latest <= version:
-        return []
-    since = warehouse.history(name, limit=latest - version)  # exactly the commits after ``version``
-    return [c for c in since if c["operation"] not in MAINTENANCE_OPERATIONS]
 
 
 # ---------------------------------------------------------------------------------- stage 1: replay
@@ -497,7 +488,7 @@ def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> di
     commit = CommitInfo(run_id=run_id, job="publish", window_from=run["window_from"], window_to=run["window_to"])
     if warehouse.committed(PUBLISH_LOG, commit):
         return run
-    moved = [name for name, v in run["table_versions"].items() if _row_commits_since(warehouse, name, v)]
+    moved = [name for name, v in run["table_versions"].items() if warehouse.row_commits_since(name, v)]
     if moved:
         raise PublishRefusedError(f"gold tables changed since run {run_id!r} wrote them ({', '.join(sorted(moved))}): re-run its replay stage")
     quality = json.loads(run["quality"])

@@ -22,7 +22,6 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType
 
 from nsreplay.config import load_settings
 from nsreplay.generator import generate
@@ -31,20 +30,12 @@ from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import MissingPredecessorError, latest_publish, replay_window, run_backfill, run_replay
 from pipelines.replay.stale import open_stale
-from published import clean_preset
+from published import clean_preset, plain
 from schemas.gold import REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES
 from schemas.silver import EVENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = [spec for spec in REPLAY_TABLES if spec is not REPLAY_STATE]
-
-
-def plain(df: DataFrame) -> DataFrame:
-    """``df`` without run_id, map columns as sorted JSON (comparable, sortable)."""
-    for f in df.schema.fields:
-        if isinstance(f.dataType, MapType):
-            df = df.withColumn(f.name, F.to_json(F.array_sort(F.map_entries(f.name))))
-    return df.drop("run_id")
 
 
 def assert_same_history(expected: Warehouse, actual: Warehouse) -> None:

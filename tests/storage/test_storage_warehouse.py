@@ -965,3 +965,78 @@ def test_a_vacuum_keeps_what_was_removed_within_the_retention_and_checks_its_arg
         wh.vacuum(EVENTS, retention_hours=0, dry_run=False)
     with pytest.raises(TableNotFoundError):
         wh.vacuum(NESTED, retention_hours=0)
+
+
+COMPACTED = TableSpec(
+    name="gold.compacted",
+    schema=T.StructType(
+        [
+            T.StructField("namesrv", T.StringType(), True),
+            T.StructField("ts", T.LongType(), False),
+            T.StructField("route", NESTED.schema["route"].dataType, True),
+            T.StructField("attrs", T.MapType(T.StringType(), T.StringType()), True),
+            T.StructField("at", T.TimestampType(), True),
+            T.StructField("body", T.StringType(), True),
+        ]
+    ),
+    partition_by=("namesrv",),
+    distinct_columns=("body",),
+)
+
+
+def compacted_rows(spark: SparkSession, batch: int) -> DataFrame:
+    at = dt.datetime(2024, 11, 21, 3, 12, 5, 123456, tzinfo=dt.timezone.utc)
+    rows = [
+        (namesrv, 100 * batch + i, (f"b{i}", [i, batch]), {"k": str(i)}, at + dt.timedelta(seconds=i), f"body-{batch}-{i}")
+        for i, namesrv in ((3, "10.0.0.1:9876"), (1, "50%"), (2, None), (0, "10.0.0.1:9876"))
+    ]
+    return spark.createDataFrame(rows, COMPACTED.schema)
+
+
+def test_a_compaction_merges_each_group_into_one_sorted_file_and_changes_no_row(wh: Warehouse, spark) -> None:
+    for batch in (3, 1, 2):  # appended out of order: the merged file is sorted by ts
+        wh.append(COMPACTED, compacted_rows(spark, batch).repartition(2), commit(f"w{batch}"))
+    before = wh.files(COMPACTED)
+    expected = wh.read(COMPACTED)
+    by_partition: dict[str | None, list[DataFile]] = {}
+    for f in before:
+        by_partition.setdefault(f.partition_values["namesrv"], []).append(f)
+    groups = [g for g in by_partition.values() if len(g) > 1]
+    assert len(groups) == 3
+
+    planned = wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("c1", job="compact"), dry_run=True)
+    assert planned.dry_run and planned.version is None and wh.version(COMPACTED) == 3
+    assert planned.bytes_before == sum(f.size for g in groups for f in g)
+
+    done = wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("c1", job="compact"), row_group_rows=2)
+    assert done.version == 4 and len(done.added) == 3 and done.rows == 12
+    assert sorted(done.removed) == sorted(planned.removed)
+    after = wh.files(COMPACTED)
+    assert len(after) == 3 and {f.partition_values["namesrv"] for f in after} == {"10.0.0.1:9876", "50%", None}
+    # Maps cannot be sorted or hashed by Spark: compare the rest whole, the maps per row.
+    assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
+    assert sorted((r.ts, r.attrs) for r in wh.read(COMPACTED).collect()) == sorted((r.ts, r.attrs) for r in expected.collect())
+    assert_same(wh.read(COMPACTED, version=3).drop("attrs"), expected.drop("attrs"))  # the version before reads as before
+    for f in after:
+        merged = pq.ParquetFile(f.path)
+        assert merged.read().column("ts").to_pylist() == sorted(merged.read().column("ts").to_pylist())
+        assert merged.metadata.num_row_groups == -(-merged.metadata.num_rows // 2) and str(merged.schema_arrow.field("at").type).startswith("timestamp[us")
+    for f in wh.file_statistics(COMPACTED, ("ts",)):  # the merged files carry the statistics of every write
+        values = pq.read_table(f.file.path).column("ts").to_pylist()
+        assert f.columns["ts"] == (0, min(values), max(values)) and f.file.num_records == len(values)
+    entry = wh.history(COMPACTED, limit=1)[0]
+    assert (entry["mode"], entry["job"], entry["run_id"]) == ("compact", "compact", "c1")
+    assert wh.row_commits_since(COMPACTED, 3) == [] and len(wh.row_commits_since(COMPACTED, 2)) == 1
+    assert not os.path.exists(os.path.join(wh.path(COMPACTED), "_staging"))
+
+    again = wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("c1", job="compact"))  # the same run: done already
+    assert (again.version, again.added) == (None, ()) and wh.version(COMPACTED) == 4
+    with pytest.raises(ValueError, match="two or more"):
+        wh.compact(COMPACTED, [after[:1]], sort_by="ts", commit=commit("c2", job="compact"))
+    with pytest.raises(ValueError, match="several partitions"):
+        wh.compact(COMPACTED, [after[:2]], sort_by="ts", commit=commit("c2", job="compact"))
+    with pytest.raises(ValueError, match="not a data column"):
+        wh.compact(COMPACTED, groups, sort_by="namesrv", commit=commit("c2", job="compact"))
+    with pytest.raises(ConcurrentCommitError, match="not in its latest version"):  # the planned files were merged
+        wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("c3", job="compact"))
+    assert wh.version(COMPACTED) == 4

@@ -1,0 +1,192 @@
+"""Compaction: merge the small files of the published route history, never changing a row.
+
+Every window a replay publishes adds a few files to each gold history table per NameServer (a
+scheduled deployment: hundreds a window, hundreds of thousands in a few months). Each file costs a
+reader an open and each costs the Delta log an entry, so reads of a long history and the log of
+every table grow with the number of windows rather than with the rows. :func:`compact_warehouse`
+merges them, table by table:
+
+* **Only settled rows.** A file is merged when every row in it is in the published coverage of its
+  NameServer: its time column (:data:`HISTORY_TABLES`: ``ts``, ``tick_ts``, ``keyframe_ts``, or
+  ``valid_to`` for the interval tables) has no NULL (an interval still open) and is at most the
+  ``to_ts`` of the latest publish. The next window's write replaces the rows after that instant and
+  the open intervals, so it never has to rewrite a merged file. A re-run of an old window (a
+  backfill) still can: it rewrites the merged file of its day.
+* **Tight in time.** Files are grouped by NameServer and by the span (``[compact] span_hours``, a
+  UTC day by default) holding the maximum of their time column, at most ``target_file_mb`` a group,
+  and each group is written as one file sorted by that column, in row groups of ``row_group_rows``
+  rows: the statistics that let a reader of one instant skip the other files and row groups stay as
+  tight as a day.
+* **Only what the latest publish names.** A table that a run wrote since the latest publish (not
+  yet published, or failed) is left alone and reported: the next replay may put the published
+  version back over it.
+* **No row changes.** One commit per table; it says ``dataChange`` false, its mode is ``compact``,
+  and the replay and publish stages do not take it for another run's writes. Readers of the
+  published version (the shim, ``PublishedHistory``, SQL) keep reading its files, which a vacuum
+  keeps (``nsreplay vacuum``); the next publish names the compacted version.
+
+    results = compact_warehouse(Warehouse(root, None, "delta-rs"), Policy.from_config(settings.compact),
+                                dry_run=True, run_id="compact-20261126T230000Z")
+    print(render(results, dry_run=True))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from nsreplay.history import latest_publish_row
+from nsreplay.runtime import format_size
+from nsreplay.storage import CommitInfo, CompactionResult, DataFile, FileStatistics, StorageError, TableSpec, Warehouse
+from schemas.gold import INTERVAL_TABLES, KEYFRAMES, ROUTE_CHANGES, ROUTE_FIDELITY, SCAN_TICKS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nsreplay.config import CompactConfig
+
+__all__ = ["JOB", "HISTORY_TABLES", "Policy", "TableCompaction", "plan_groups", "compact_warehouse", "render"]
+
+#: The job name of a compaction's commits.
+JOB = "compact"
+
+#: The tables compacted, each with the integer column by which a window owns its rows (as
+#: ``pipelines.replay.run.owned_rows`` slices them): a row is settled once that column is at most the
+#: published coverage. Files are sorted by it.
+HISTORY_TABLES: tuple[tuple[TableSpec, str], ...] = (
+    (ROUTE_CHANGES, "ts"),
+    (SCAN_TICKS, "tick_ts"),
+    (KEYFRAMES, "keyframe_ts"),
+    (ROUTE_FIDELITY, "ts"),
+    *((spec, "valid_to") for spec in INTERVAL_TABLES.values()),
+)
+
+_HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How files are merged: groups of at most ``target_bytes``, of files whose time column ends in
+    the same ``span_ms`` (UTC-aligned), each written in row groups of at most ``row_group_rows``."""
+
+    target_bytes: int
+    span_ms: int
+    row_group_rows: int
+
+    def __post_init__(self) -> None:
+        for name in ("target_bytes", "span_ms", "row_group_rows"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Policy.{name} must be a positive int, got {value!r}")
+
+    @classmethod
+    def from_config(cls, config: "CompactConfig") -> "Policy":
+        return cls(config.target_file_mb << 20, config.span_hours * _HOUR_MS, config.row_group_rows)
+
+
+@dataclass(frozen=True)
+class TableCompaction:
+    """The outcome for one table: how many data files it had, what was (or would be) merged, or
+    why it was left alone (``skipped``), or why it failed (``error``)."""
+
+    table: str
+    files: int | None
+    result: CompactionResult | None
+    skipped: str | None = None
+    error: str | None = None
+
+
+def plan_groups(
+    files: Sequence[FileStatistics], column: str, settled: Mapping[str, int], policy: Policy
+) -> list[tuple[DataFile, ...]]:
+    """The groups of ``files`` to merge, each into one file (see the module docstring).
+
+    ``files``: a table version's files with the statistics of ``column``; ``settled``: for each
+    NameServer (the ``namesrv`` partition), the last instant whose rows are settled. A file is a
+    candidate when its statistics say ``column`` has no NULL and ends at or before its NameServer's
+    settled instant, and it is smaller than the target. Candidates are grouped by NameServer and by
+    the span holding their maximum, taken in order of their range, and cut at the target size; a
+    group of one file is no group. Pure: the same files give the same groups.
+    """
+    buckets: dict[tuple[str, int], list[FileStatistics]] = {}
+    for f in files:
+        namesrv = f.file.partition_values.get("namesrv")
+        nulls, low, high = f.columns.get(column, (None, None, None))
+        if namesrv is None or namesrv not in settled or nulls != 0 or low is None or high is None:
+            continue
+        if high > settled[namesrv] or f.file.size >= policy.target_bytes:
+            continue
+        buckets.setdefault((namesrv, high // policy.span_ms), []).append(f)
+    groups: list[tuple[DataFile, ...]] = []
+    for key in sorted(buckets):
+        current: list[DataFile] = []
+        size = 0
+        for f in sorted(buckets[key], key=lambda f: (f.columns[column][1], f.columns[column][2], f.file.path)):
+            if current and size + f.file.size > policy.target_bytes:
+                if len(current) > 1:
+                    groups.append(tuple(current))
+                current, size = [], 0
+            current.append(f.file)
+            size += f.file.size
+        if len(current) > 1:
+            groups.append(tuple(current))
+    return groups
+
+
+def compact_warehouse(
+    warehouse: Warehouse, policy: Policy, *, dry_run: bool, run_id: str,
+    tables: Sequence[tuple[TableSpec, str]] = HISTORY_TABLES,
+) -> list[TableCompaction]:
+    """Compact ``tables`` of ``warehouse`` (see the module docstring), one :class:`TableCompaction`
+    each, in order. A table that fails (storage unreachable, a concurrent commit) is reported and the
+    others go on. Nothing is compacted before a first publish."""
+    publish = latest_publish_row(warehouse)
+    if publish is None:
+        return [TableCompaction(spec.name, None, None, skipped="nothing published yet") for spec, _ in tables]
+    settled = {c["namesrv"]: c["to_ts"] for c in publish["namesrvs"]}
+    versions = dict(publish["table_versions"])
+    commit = CommitInfo(run_id=run_id, job=JOB)
+    outcomes = []
+    for spec, column in tables:
+        version = versions.get(spec.name)
+        if version is None or not warehouse.exists(spec):
+            outcomes.append(TableCompaction(spec.name, None, None, skipped="not in the latest publish"))
+            continue
+        try:
+            pending = warehouse.row_commits_since(spec, version)
+            if pending:
+                outcomes.append(TableCompaction(
+                    spec.name, None, None,
+                    skipped=f"run {pending[-1]['run_id']!r} wrote it after the latest publish: compact once a run publishes",
+                ))
+                continue
+            files = warehouse.file_statistics(spec, (column,))
+            groups = plan_groups(files, column, settled, policy)
+            result = warehouse.compact(spec, groups, sort_by=column, commit=commit, row_group_rows=policy.row_group_rows, dry_run=dry_run)
+        except StorageError as exc:
+            outcomes.append(TableCompaction(spec.name, None, None, error=f"{type(exc).__name__}: {exc}"))
+            continue
+        outcomes.append(TableCompaction(spec.name, len(files), result))
+    return outcomes
+
+
+def render(results: Sequence[TableCompaction], *, dry_run: bool) -> str:
+    """A report of ``results``: one line per table (files before and after, bytes merged and
+    written), then the totals."""
+    verb = "would merge" if dry_run else "merged"
+    lines = [f"{'table':<30} {'files':>7} {'after':>7} {'merged':>7} {'size':>10} {'written':>10}"]
+    merged_total = written_total = 0
+    for r in results:
+        if r.error is not None:
+            lines.append(f"{r.table:<30} {'failed':>7}  {r.error}")
+        elif r.result is None:
+            lines.append(f"{r.table:<30} {'-':>7}  ({r.skipped})")
+        else:
+            merged = sum(len(g) for g in r.result.removed)
+            after = r.files - merged + (len(r.result.removed) if dry_run else len(r.result.added))
+            written = "-" if dry_run else format_size(r.result.bytes_after)
+            lines.append(f"{r.table:<30} {r.files:>7} {after:>7} {merged:>7} {format_size(r.result.bytes_before):>10} {written:>10}")
+            merged_total += merged
+            written_total += len(r.result.removed) if dry_run else len(r.result.added)
+    failed = [r.table for r in results if r.error is not None]
+    into = "files" if dry_run else "files written"
+    lines.append(f"{verb} {merged_total} files into {written_total} {into}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""``nsreplay compact``: the small files of the settled history become a few sorted files, and no
+reader sees a difference: every gold table (whole, through Spark), every answer of the published
+history, and the next window's replay and publish are what they are without it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from nsreplay.compaction import HISTORY_TABLES, JOB, Policy, compact_warehouse, plan_groups
+from nsreplay.config import load_settings
+from nsreplay.generator import generate
+from nsreplay.history import PublishedHistory, latest_publish_row
+from nsreplay.storage import COMPACTION_MODE, CommitInfo, ConcurrentCommitError, DataFile, FileStatistics, Warehouse
+from pipelines.ingest.run import run_ingest
+from pipelines.replay.run import latest_publish, owned_rows, replay_window, run_replay
+from pipelines.replay.windows import Window
+from published import clean_preset, plain
+from schemas.gold import BROKER_LIVE_INTERVALS, REPLAY_TABLES, ROUTE_CHANGES
+from schemas.silver import EVENTS
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = Policy(target_bytes=128 << 20, span_ms=24 * 3_600_000, row_group_rows=1_000)
+
+
+# -- planning (pure) -----------------------------------------------------------------------------
+
+
+def stats(name: str, namesrv: str | None, nulls: int | None, low: int | None, high: int | None, size: int = 100) -> FileStatistics:
+    return FileStatistics(DataFile(f"/t/{name}", size, {"namesrv": namesrv}, 10), {"ts": (nulls, low, high)})
+
+
+def names(groups) -> list[list[str]]:
+    return [[os.path.basename(f.path) for f in g] for g in groups]
+
+
+def test_only_files_whose_rows_are_all_settled_are_merged() -> None:
+    day = POLICY.span_ms
+    files = [
+        stats("a", "ns1", 0, 10, 20),
+        stats("b", "ns1", 0, 21, 30),
+        stats("open", "ns1", 2, 25, 40),  # an interval still open (NULL): the next window rewrites it
+        stats("later", "ns1", 0, 31, 51),  # ends after the publish's coverage of ns1 (50)
+        stats("nostats", "ns1", None, None, None),
+        stats("big", "ns1", 0, 5, 9, size=POLICY.target_bytes),
+        stats("other-ns", "ns3", 0, 1, 2),  # a NameServer the publish does not cover
+        stats("c", "ns2", 0, 1, 2),
+        stats("d", "ns2", 0, 3, 4),
+        stats("e", "ns2", 0, day + 1, day + 2),  # the next day: a group of its own, of one file
+    ]
+    groups = plan_groups(files, "ts", {"ns1": 50, "ns2": day + 2}, POLICY)
+    assert names(groups) == [["a", "b"], ["c", "d"]]
+
+
+def test_groups_are_cut_at_the_target_size_in_order_of_their_range() -> None:
+    policy = Policy(target_bytes=250, span_ms=POLICY.span_ms, row_group_rows=10)
+    files = [stats(n, "ns", 0, lo, lo + 1) for n, lo in (("f3", 30), ("f1", 10), ("f4", 40), ("f2", 20), ("f5", 50))]
+    assert names(plan_groups(files, "ts", {"ns": 100}, policy)) == [["f1", "f2"], ["f3", "f4"]]  # f5 alone: no group
+
+
+def test_every_compacted_table_settles_by_the_column_its_windows_own_rows_by() -> None:
+    owned = owned_rows(Window(after=1_000, until=2_000, latest=False))
+    assert {spec.name: column for spec, column in HISTORY_TABLES} == {
+        name: r.column for name, r in owned.items() if r is not None and name in {s.name for s, _ in HISTORY_TABLES}
+    }
+    assert {spec.name for spec, _ in HISTORY_TABLES} == {s.name for s in REPLAY_TABLES if owned[s.name] is not None and s.name != "gold.replay_state"}
+
+
+# -- on a warehouse of several published windows ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def windowed(spark, tmp_path_factory) -> tuple[str, list[int]]:
+    """A tiny capture replayed and published in three windows, its last part left for a fourth:
+    (warehouse root, the four window ends)."""
+    capture = tmp_path_factory.mktemp("compact-capture")
+    generate(clean_preset("tiny"), capture, workers=1)
+    root = str(tmp_path_factory.mktemp("compact-wh"))
+    warehouse = Warehouse(root, spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "compact-ingest")
+    low, high = warehouse.column_bounds(EVENTS, "ts")[None]
+    ends = [low + (high - low) * k // 4 for k in (1, 2, 3)] + [high]
+    after = None
+    for i, end in enumerate(ends[:3]):
+        run_replay(spark, warehouse, load_settings(), f"w{i}", window_from=after, window_to=end)
+        after = end
+    return root, ends
+
+
+def copy(root: str, target: Path, spark) -> Warehouse:
+    shutil.copytree(root, target)
+    return Warehouse(str(target), spark, "delta-rs")
+
+
+def answers(root: str) -> dict:
+    """The published history's snapshots and routes at eight instants of each NameServer."""
+    history = PublishedHistory(root)
+    out = {}
+    for cov in history.coverage():
+        for t in range(cov.from_ts, cov.to_ts + 1, max(1, (cov.to_ts - cov.from_ts) // 7)):
+            snap = history.snapshot_at(cov.namesrv, t)
+            out[cov.namesrv, t] = snap
+            for topic in sorted(snap.topicQueueTable):
+                out[cov.namesrv, t, topic] = history.route_at(cov.namesrv, topic, t)
+    return out
+
+
+def assert_same_tables(expected: Warehouse, actual: Warehouse) -> None:
+    for spec in REPLAY_TABLES:
+        assert_df_equality(plain(expected.read(spec)), plain(actual.read(spec)), ignore_row_order=True, ignore_nullable=True)
+
+
+def compacted_spec(name: str):
+    return next(spec for spec, _ in HISTORY_TABLES if spec.name == name)
+
+
+def test_compaction_changes_no_row_and_the_next_window_builds_on_it(windowed, spark, tmp_path) -> None:
+    root, ends = windowed
+    plain_wh = copy(root, tmp_path / "plain", spark)
+    compacted = copy(root, tmp_path / "compacted", spark)
+    files_before = {spec.name: len(compacted.files(spec)) for spec, _ in HISTORY_TABLES}
+
+    results = {r.table: r for r in compact_warehouse(compacted, POLICY, dry_run=False, run_id="compact-1")}
+
+    assert all(r.error is None and r.skipped is None for r in results.values()), results
+    merged = {name: sum(len(g) for g in r.result.removed) for name, r in results.items()}
+    # three windows' files of the route changes and the ticks are settled, per NameServer: one file each
+    for spec in (ROUTE_CHANGES, BROKER_LIVE_INTERVALS):
+        assert merged[spec.name] > 0 and len(compacted.files(spec)) < files_before[spec.name]
+    for name, r in results.items():
+        assert len(compacted.files(compacted_spec(name))) == files_before[name] - merged[name] + len(r.result.added)
+        if r.result.removed:
+            entry = compacted.history(name, limit=1)[0]
+            assert (entry["mode"], entry["job"], entry["run_id"]) == (COMPACTION_MODE, JOB, "compact-1")
+    assert_same_tables(plain_wh, compacted)
+
+    again = compact_warehouse(compacted, POLICY, dry_run=False, run_id="compact-2")
+    assert [r.result.removed for r in again] == [()] * len(HISTORY_TABLES)  # nothing left to merge
+
+    # The next window: no restore over the compaction, a publish, and the same tables as without it.
+    versions = {spec.name: compacted.version(spec) for spec in REPLAY_TABLES}
+    for warehouse in (plain_wh, compacted):
+        run_replay(spark, warehouse, load_settings(), "w3", window_from=ends[2], window_to=ends[3])
+    assert latest_publish(compacted).run_id == "w3"
+    for spec in REPLAY_TABLES:
+        since = [e for e in compacted.history(spec) if e["version"] > versions[spec.name]]
+        assert all(e["mode"] != "restore" for e in since), (spec.name, since)
+    assert_same_tables(plain_wh, compacted)
+    # the publish names the compacted versions: the published history now reads the merged files
+    published = latest_publish(compacted).versions[ROUTE_CHANGES.name]
+    merged_files = {compacted.path(ROUTE_CHANGES) + "/" + p for p in results[ROUTE_CHANGES.name].result.added}
+    assert merged_files <= set(compacted.file_uris(ROUTE_CHANGES, published))
+    assert answers(str(tmp_path / "compacted")) == answers(str(tmp_path / "plain"))
+
+
+def test_a_table_written_after_the_latest_publish_is_left_alone(windowed, spark, tmp_path) -> None:
+    root, ends = windowed
+    warehouse = copy(root, tmp_path / "pending", spark)
+    replay_window(spark, warehouse, load_settings(), "w3-unpublished", window_from=ends[2], window_to=ends[3])
+    versions = {spec.name: warehouse.version(spec) for spec, _ in HISTORY_TABLES}
+
+    results = compact_warehouse(warehouse, POLICY, dry_run=False, run_id="compact-pending")
+
+    assert all(r.result is None and "w3-unpublished" in r.skipped for r in results), results
+    assert {spec.name: warehouse.version(spec) for spec, _ in HISTORY_TABLES} == versions
+
+
+def test_a_group_whose_file_another_commit_replaced_commits_nothing(windowed, spark, tmp_path) -> None:
+    root, _ = windowed
+    warehouse = copy(root, tmp_path / "raced", spark)
+    files = warehouse.files(ROUTE_CHANGES)
+    namesrv = files[0].partition_values["namesrv"]
+    group = [f for f in files if f.partition_values["namesrv"] == namesrv]
+    warehouse.restore(ROUTE_CHANGES, 1, CommitInfo(run_id="rewind", job="test"))  # the planned files leave the table
+    version = warehouse.version(ROUTE_CHANGES)
+
+    with pytest.raises(ConcurrentCommitError, match="not in its latest version"):
+        warehouse.compact(ROUTE_CHANGES, [group], sort_by="ts", commit=CommitInfo(run_id="late", job=JOB))
+    assert warehouse.version(ROUTE_CHANGES) == version
+    assert not (Path(warehouse.path(ROUTE_CHANGES)) / "_staging").exists()
+
+
+def test_the_command_reports_a_dry_run_and_then_compacts(windowed, spark, tmp_path) -> None:
+    root, _ = windowed
+    warehouse = copy(root, tmp_path / "cli", spark)
+    versions = {spec.name: warehouse.version(spec) for spec, _ in HISTORY_TABLES}
+    files = len(warehouse.files(ROUTE_CHANGES))
+    settled = {c["namesrv"]: c["to_ts"] for c in latest_publish_row(warehouse)["namesrvs"]}
+    planned = plan_groups(warehouse.file_statistics(ROUTE_CHANGES, ("ts",)), "ts", settled, Policy.from_config(load_settings().compact))
+    merged = sum(len(g) for g in planned)
+    assert merged > 0
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "nsreplay.cli", "compact", "--warehouse", str(tmp_path / "cli"), *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    dry = command("--dry-run", "--table", ROUTE_CHANGES.name)
+    assert dry.returncode == 0, dry.stderr
+    line = next(x for x in dry.stdout.splitlines() if x.startswith(ROUTE_CHANGES.name)).split()
+    assert [int(x) for x in line[1:4]] == [files, files - merged + len(planned), merged]
+    assert f"would merge {merged} files into {len(planned)} files" in dry.stdout
+    assert {spec.name: warehouse.version(spec) for spec, _ in HISTORY_TABLES} == versions
+
+    done = command()
+    assert done.returncode == 0, done.stderr
+    assert len(warehouse.files(ROUTE_CHANGES)) == files - merged + len(planned)
+    refused = command("--table", "gold.publish_log")
+    assert refused.returncode == 2 and "not a compacted table" in refused.stderr
