@@ -453,7 +453,7 @@ class Warehouse:
         return [c for c in self.history(spec, limit=latest - version) if changes_rows(c)]
 
     def compact(
-        self, spec: TableSpec, groups: Sequence[Sequence[DataFile]], *, sort_by: str, commit: CommitInfo, row_group_rows: int = 65_536,
+        self, spec: TableSpec, groups: Sequence[Sequence[DataFile]], *, sort_by: str, commit: CommitInfo, row_group_rows: int = 8_192,
         dry_run: bool = False,
     ) -> CompactionResult:
         """Rewrite each of ``groups`` (data files of the table's latest version, all of one partition,
