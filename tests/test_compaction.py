@@ -19,7 +19,7 @@ from nsreplay.generator import generate
 from nsreplay.history import PublishedHistory, latest_publish_row
 from nsreplay.storage import COMPACTION_MODE, CommitInfo, ConcurrentCommitError, DataFile, FileStatistics, Warehouse
 from pipelines.ingest.run import run_ingest
-from pipelines.replay.run import latest_publish, owned_rows, replay_window, run_replay
+from pipelines.replay.run import latest_publish, owned_rows, replay_window, run_backfill, run_replay
 from pipelines.replay.windows import Window
 from published import clean_preset, plain
 from schemas.gold import BROKER_LIVE_INTERVALS, REPLAY_TABLES, ROUTE_CHANGES
@@ -156,6 +156,22 @@ def test_compaction_changes_no_row_and_the_next_window_builds_on_it(windowed, sp
     published = latest_publish(compacted).versions[ROUTE_CHANGES.name]
     merged_files = {compacted.path(ROUTE_CHANGES) + "/" + p for p in results[ROUTE_CHANGES.name].result.added}
     assert merged_files <= set(compacted.file_uris(ROUTE_CHANGES, published))
+    assert answers(str(tmp_path / "compacted")) == answers(str(tmp_path / "plain"))
+
+
+def test_a_backfill_over_a_compacted_day_rewrites_the_same_rows(windowed, spark, tmp_path) -> None:
+    root, ends = windowed
+    plain_wh = copy(root, tmp_path / "plain", spark)
+    compacted = copy(root, tmp_path / "compacted", spark)
+    compact_warehouse(compacted, POLICY, dry_run=False, run_id="compact-1")
+    merged = {f.path for f in compacted.files(ROUTE_CHANGES)}
+
+    for warehouse in (plain_wh, compacted):  # re-run the middle window: its rows are inside the merged files
+        run_backfill(spark, warehouse, load_settings(), "again", start=ends[0], end=ends[1])
+
+    assert latest_publish(compacted).run_id == "again-0000"
+    assert not merged <= {f.path for f in compacted.files(ROUTE_CHANGES)}  # the day's file was rewritten
+    assert_same_tables(plain_wh, compacted)
     assert answers(str(tmp_path / "compacted")) == answers(str(tmp_path / "plain"))
 
 
