@@ -17,8 +17,8 @@ Example::
     wh.files(EVENTS)                                       # for Spark-free readers
     wh.vacuum(EVENTS, retention_hours=168, keep_versions=(v,), dry_run=False,
               commit=CommitInfo(run_id="vacuum-2024-11-28", job="vacuum"))
-    wh.compact(EVENTS, [wh.files(EVENTS)], sort_by="ts",          # many small files → one, same rows
-               commit=CommitInfo(run_id="compact-2024-11-28", job="compact"))
+    wh.compact(EVENTS, groups, sort_by="ts",                       # each group (files of one partition) → one
+               commit=CommitInfo(run_id="compact-2024-11-28", job="compact"))  # file, same rows
 """
 
 from __future__ import annotations
@@ -458,17 +458,19 @@ class Warehouse:
     ) -> CompactionResult:
         """Rewrite each of ``groups`` (data files of the table's latest version, all of one partition,
         as :meth:`files` or :meth:`file_statistics` listed them) as one file whose rows are sorted by
-        the integer data column ``sort_by``, in Parquet row groups of at most ``row_group_rows`` rows,
-        with the Delta statistics of every write. One commit for all groups; it changes no row: a
+        the data column ``sort_by`` (an integer column keeps the new file's statistics tight), in
+        Parquet row groups of at most ``row_group_rows`` rows, with the Delta statistics of every
+        write. One commit for all groups; it changes no row: a
         reader of any version reads what it read before, and the commit's actions say ``dataChange``
         false. Its ``mode`` is ``"compact"`` (:data:`~nsreplay.storage.spec.COMPACTION_MODE`), so
         :meth:`row_commits_since` does not count it. Groups of fewer than two files are refused.
 
         Idempotent for ``commit``'s (job, run id), as :meth:`append`. A file no longer in the latest
         version (a concurrent write replaced it), or a concurrent commit that conflicts, raises
-        :class:`ConcurrentCommitError` and commits nothing; the merged files stay on storage until a
-        vacuum deletes them, like every file a commit removed. ``dry_run``: only check the groups
-        and report. The delta-rs backend only (:class:`BackendUnavailableError` on delta-spark).
+        :class:`ConcurrentCommitError` and commits nothing (the files it wrote are deleted). After
+        a commit, the merged files stay on storage for the versions before it, until a vacuum
+        deletes them. ``dry_run``: only check the groups and report. The delta-rs backend only
+        (:class:`BackendUnavailableError` on delta-spark).
         """
         _check_spec(spec)
         groups = [tuple(g) for g in groups]
