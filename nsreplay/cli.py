@@ -229,8 +229,7 @@ def _add_vacuum(sub: argparse._SubParsersAction) -> None:
 
 def _run_vacuum(args: argparse.Namespace) -> int:
     from nsreplay.config import load_settings
-    from nsreplay.runtime import UsageError, new_run_id, resolve_path
-    from nsreplay.storage import Warehouse
+    from nsreplay.runtime import UsageError, new_run_id
     from nsreplay.vacuum import WAREHOUSE_TABLES, render, vacuum_warehouse
 
     settings = load_settings()
@@ -238,21 +237,38 @@ def _run_vacuum(args: argparse.Namespace) -> int:
     if hours < settings.vacuum.min_retention_hours:
         raise UsageError(f"--retention-hours {hours} is below [vacuum] min_retention_hours ({settings.vacuum.min_retention_hours}): "
                          "a running write's files, or a version a reader still reads, could be deleted")
-    known = {spec.name: spec for spec in WAREHOUSE_TABLES}
-    unknown = sorted(set(args.tables or ()) - set(known))
-    if unknown:
-        raise UsageError(f"--table {unknown[0]}: not a warehouse table; known: {', '.join(known)}")
-    root = resolve_path(args.warehouse)
-    if "://" not in root and not os.path.isdir(root):
-        raise NotAWarehouseError(f"{root}: no such directory")
-    warehouse = Warehouse(root, None, "delta-rs")  # no Spark: the Delta log and file listings only
-    if not any(warehouse.exists(spec) for spec in WAREHOUSE_TABLES):
-        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (no table of one is there)")
-    tables = [known[name] for name in args.tables] if args.tables else list(WAREHOUSE_TABLES)
+    tables = _chosen_tables(args.tables, {spec.name: spec for spec in WAREHOUSE_TABLES}, "a warehouse table")
+    root, warehouse = _maintained_warehouse(args.warehouse, WAREHOUSE_TABLES)
     results = vacuum_warehouse(warehouse, retention_hours=hours, dry_run=args.dry_run, run_id=new_run_id("vacuum"), tables=tables)
     print(f"vacuum of {root}: retention {hours} h" + (" (dry run: nothing deleted)" if args.dry_run else ""))
     print(render(results, dry_run=args.dry_run))
     return 1 if any(r.error is not None for r in results) else 0
+
+
+def _chosen_tables(names: list[str] | None, known: dict, kind: str) -> list:
+    """The ``--table`` choices among ``known`` (name → table), in their order; every one without
+    ``--table``. :class:`UsageError` naming the first unknown name and the known ones."""
+    from nsreplay.runtime import UsageError
+
+    unknown = sorted(set(names or ()) - set(known))
+    if unknown:
+        raise UsageError(f"--table {unknown[0]}: not {kind}; known: {', '.join(known)}")
+    return [known[name] for name in names] if names else list(known.values())
+
+
+def _maintained_warehouse(path: str, specs):
+    """(root, Spark-free delta-rs ``Warehouse``) of a maintenance command's ``--warehouse``:
+    :class:`NotAWarehouseError` when the directory is missing or holds none of ``specs``."""
+    from nsreplay.runtime import resolve_path
+    from nsreplay.storage import Warehouse
+
+    root = resolve_path(path)
+    if "://" not in root and not os.path.isdir(root):
+        raise NotAWarehouseError(f"{root}: no such directory")
+    warehouse = Warehouse(root, None, "delta-rs")  # no Spark: the Delta log, pyarrow for the files
+    if not any(warehouse.exists(spec) for spec in specs):
+        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (none of its tables is there)")
+    return root, warehouse
 
 
 def _add_compact(sub: argparse._SubParsersAction) -> None:
@@ -266,21 +282,11 @@ def _add_compact(sub: argparse._SubParsersAction) -> None:
 def _run_compact(args: argparse.Namespace) -> int:
     from nsreplay.compaction import HISTORY_TABLES, Policy, compact_warehouse, render
     from nsreplay.config import load_settings
-    from nsreplay.runtime import UsageError, new_run_id, resolve_path
-    from nsreplay.storage import Warehouse
+    from nsreplay.runtime import new_run_id
 
     settings = load_settings()
-    known = {spec.name: (spec, column) for spec, column in HISTORY_TABLES}
-    unknown = sorted(set(args.tables or ()) - set(known))
-    if unknown:
-        raise UsageError(f"--table {unknown[0]}: not a compacted table; those are: {', '.join(known)}")
-    root = resolve_path(args.warehouse)
-    if "://" not in root and not os.path.isdir(root):
-        raise NotAWarehouseError(f"{root}: no such directory")
-    warehouse = Warehouse(root, None, "delta-rs")  # no Spark: pyarrow reads and writes the files, delta-rs commits
-    if not any(warehouse.exists(spec) for spec, _ in HISTORY_TABLES):
-        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse with a route history (no gold table is there)")
-    tables = [known[name] for name in args.tables] if args.tables else list(HISTORY_TABLES)
+    tables = _chosen_tables(args.tables, {spec.name: (spec, column) for spec, column in HISTORY_TABLES}, "a compacted table")
+    root, warehouse = _maintained_warehouse(args.warehouse, [spec for spec, _ in HISTORY_TABLES])
     results = compact_warehouse(warehouse, Policy.from_config(settings.compact), dry_run=args.dry_run, run_id=new_run_id("compact"), tables=tables)
     print(f"compaction of {root}" + (" (dry run: nothing written)" if args.dry_run else ""))
     print(render(results, dry_run=args.dry_run))

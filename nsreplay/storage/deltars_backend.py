@@ -242,16 +242,7 @@ class DeltaRsBackend(Backend):
         try:
             self._stage(spark, data, spec, location.spark_file_uri(staging))
             adds, moved = _publish(filesystem, root, staging, spec)
-            try:
-                table.create_write_transaction(
-                    [*removes, *adds],
-                    mode="append",
-                    schema=to_arrow_schema(spec.schema),
-                    partition_by=list(spec.partition_by) or None,
-                    commit_properties=_commit_properties(request),
-                )
-            except CommitFailedError as exc:
-                self._committed_by_another(location, request.app_id, f"table {spec.name!r}: this {request.mode}", read_version, exc)
+            if not self._commit(table, spec, [*removes, *adds], request, f"this {request.mode}", read_version):
                 return None
             committed = True
         finally:
@@ -351,16 +342,7 @@ class DeltaRsBackend(Backend):
             written = sum(json.loads(a.stats)["numRecords"] for a in adds)
             if written != read_rows:
                 raise StorageError(f"table {spec.name!r}: the compacted files hold {written} rows, the files they replace {read_rows}")
-            try:
-                table.create_write_transaction(
-                    [*removes, *adds],
-                    mode="append",
-                    schema=to_arrow_schema(spec.schema),
-                    partition_by=list(spec.partition_by) or None,
-                    commit_properties=_commit_properties(request),
-                )
-            except CommitFailedError as exc:
-                self._committed_by_another(location, request.app_id, f"table {spec.name!r}: this compaction", read_version, exc)
+            if not self._commit(table, spec, [*removes, *adds], request, "this compaction", read_version):
                 return Compacted(None, (), 0, 0)
             committed = True
         finally:
@@ -371,6 +353,24 @@ class DeltaRsBackend(Backend):
             written,
             sum(a.size for a in adds),
         )
+
+    def _commit(self, table: DeltaTable, spec: TableSpec, actions: list[AddAction | RemoveAction],
+                request: WriteRequest | CompactRequest, what: str, read_version: int) -> bool:
+        """Commit ``actions`` with ``request``'s metadata and ``txn`` against the read snapshot
+        ``table``: ``True`` when this commit made it, ``False`` when another writer committed the same
+        app id meanwhile; :class:`ConcurrentCommitError` (naming ``what``) on any other conflict."""
+        try:
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=to_arrow_schema(spec.schema),
+                partition_by=list(spec.partition_by) or None,
+                commit_properties=_commit_properties(request),
+            )
+        except CommitFailedError as exc:
+            self._committed_by_another(request.location, request.app_id, f"table {spec.name!r}: {what}", read_version, exc)
+            return False
+        return True
 
     def _committed_by_another(self, location: TableLocation, app_id: str, what: str, read_version: int, exc: Exception) -> None:
         """After a commit failed on a conflict: return when another writer committed ``app_id`` meanwhile
