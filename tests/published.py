@@ -33,7 +33,6 @@ def clean_preset(name: str):
     return apply_overrides(preset(name), {"junk.lines_per_reason": 0})
 
 
-
 def plain(df):
     """``df`` without run_id, map columns as sorted JSON: two runs' rows compare whole, in any order."""
     from pyspark.sql import functions as F
