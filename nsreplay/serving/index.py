@@ -25,7 +25,10 @@ Contract:
   ``/v1/tables`` need it. Those read the live rows of an instant from the published files whose
   Delta statistics may hold it (:class:`~nsreplay.serving.stored.StoredTable`): tens of
   milliseconds a lookup, while the route, cluster and topic-list lookups never touch it.
-  ``gold.route_changes``' rows of the route tables are held, for route history.
+* ``gold.route_changes`` is not held either: only route history shows its rows, and a route
+  history reads them once per request, from the files whose statistics may hold one of the
+  instants at which the answer changed. So what the index holds is the route tables' intervals,
+  and a route history request costs one read of a few files on top of its rendering.
 * A topic's route answer can only change at the instants where one of the rows it is made of
   starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached per (NameServer,
   topic, shape, segment between two such instants), which keeps the cache exact, so a repeated
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -94,6 +98,7 @@ _KEYS: dict[str, tuple[str, ...]] = {name: INTERVAL_KEYS[spec.name] for name, sp
 _STORED = "brokerLiveTable"  # read per request (see the module docstring)
 #: The tables held in memory: every table of TABLES but the broker-live table.
 RESIDENT: dict[str, TableSpec] = {name: spec for name, spec in TABLES.items() if name != _STORED}
+_CHANGE_COLUMNS = ["ts", "tick_ts", "phase", "record_rank", "table", "key", "op", "before", "after", "cause"]
 _LIVE_COLUMNS = ["cluster", "broker_addr", "last_update_ts", "heartbeat_timeout_ms", "dv_state_version", "dv_timestamp", "dv_counter", "conn", "ha_server_addr"]
 
 
@@ -210,8 +215,8 @@ class _Intervals:
         return np.concatenate(parts) if parts else _EMPTY
 
 
-def _read(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str], condition: pads.Expression | None = None) -> pa.Table:
-    return dataset(spec, warehouse.files(spec, version)).to_table(columns=columns, filter=condition)
+def _read(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> pa.Table:
+    return dataset(spec, warehouse.files(spec, version)).to_table(columns=columns)
 
 
 def _interval_columns(spec: TableSpec) -> list[str]:
@@ -261,7 +266,7 @@ class RouteIndex:
         self._live = StoredTable(warehouse, live, self.versions[live.name], ("valid_from", "valid_to"))
         self._load_epochs(warehouse)
         self._load_topic_columns()
-        self._load_changes(warehouse)
+        self._changes = StoredTable(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], ("ts",))
         self._cache = _LRU(cache_size)
         self._instants: dict[tuple[str, str], list[int]] = {}
         pa.default_memory_pool().release_unused()  # give back the read/sort buffers
@@ -306,32 +311,6 @@ class RouteIndex:
             bk = self._broker_key.get((ns, name))
             if bk is not None:
                 self._topic_brokers.setdefault((ns, topic), []).append(bk)
-
-    def _load_changes(self, warehouse: Warehouse) -> None:
-        """gold.route_changes rows that can change a route (not the live table), grouped by what they
-        touch: (ns, "topic", topic), (ns, "broker", brokerName), (ns, "filter", None)."""
-        columns = ["namesrv", "ts", "tick_ts", "phase", "record_rank", "table", "key", "op", "before", "after", "cause"]
-        table = _read(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], columns, pads.field("table").isin(list(ROUTE_TABLES)))
-        table = table.sort_by([("namesrv", "ascending"), ("ts", "ascending"), ("phase", "ascending"), ("record_rank", "ascending")])
-        self._changes = table
-        self._change_ts = table.column("ts").to_numpy().astype(np.int64) if table.num_rows else _EMPTY
-        groups: dict[tuple[str, str, str | None], list[np.ndarray]] = {}
-        if table.num_rows:
-            ns_codes = pc.dictionary_encode(table.column("namesrv")).combine_chunks()
-            key_codes = pc.dictionary_encode(pc.binary_join_element_wise(table.column("table"), table.column("key"), "\x00")).combine_chunks()
-            ns_names = ns_codes.dictionary.to_pylist()
-            combined = ns_codes.indices.to_numpy().astype(np.int64) * len(key_codes.dictionary) + key_codes.indices.to_numpy().astype(np.int64)
-            order = np.argsort(combined, kind="stable")
-            sorted_codes = combined[order]
-            cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
-            for part in np.split(order, cuts):
-                code = int(combined[part[0]])
-                ns = ns_names[code // len(key_codes.dictionary)]
-                tbl, _, key_text = key_codes.dictionary[code % len(key_codes.dictionary)].as_py().partition("\x00")
-                key = json.loads(key_text)
-                target = ("topic", key[0]) if tbl in ("topicQueueTable", "orderTopicConf") else ("broker", key[0]) if tbl == "brokerAddrTable" else ("filter", None)
-                groups.setdefault((ns, *target), []).append(part)
-        self._change_groups = {k: np.sort(np.concatenate(v)) for k, v in groups.items()}
 
     # -- coverage -------------------------------------------------------------------------------------
 
@@ -519,7 +498,9 @@ class RouteIndex:
         record of the NameServer its tables are empty, so the topic does not exist), in time order,
         with the route after the change and the ``gold.route_changes`` rows of that instant that
         touch the topic (its QueueDatas and order conf, the BrokerData of its brokerNames, filter
-        servers). ``None`` bounds are the covered range's ends."""
+        servers), in (ts, phase, record_rank, table, key) order. ``None`` bounds are the covered
+        range's ends. Raises :class:`~nsreplay.serving.stored.StoredReadError` when the published
+        files of ``gold.route_changes`` cannot be read."""
         cov = self._coverage.get(namesrv)
         start = self.check(namesrv, t_from if t_from is not None else (cov.from_ts if cov else None))
         end = self.check(namesrv, t_to)
@@ -527,14 +508,15 @@ class RouteIndex:
             raise ValueError(f"from ({start}) is after to ({end})")
         instants = self._route_instants(namesrv, topic)
         instants = instants[(instants >= start) & (instants <= end)]
-        out: list[RouteChange] = []
+        changed: list[tuple[int, Answer]] = []
         previous = self._route_or_missing(namesrv, topic, start - 1)
         for ts in instants.tolist():
             answer = self.route(namesrv, topic, ts, request_version=401, shape="standard")
             if answer != previous:
-                out.append(RouteChange(ts, self._epoch(namesrv, ts).tick_at(ts), answer, self._changes_at(namesrv, topic, ts)))
+                changed.append((ts, answer))
             previous = answer
-        return out
+        rows = self._changes_at(namesrv, topic, [ts for ts, _ in changed])
+        return [RouteChange(ts, self._epoch(namesrv, ts).tick_at(ts), answer, rows.get(ts, ())) for ts, answer in changed]
 
     # -- helpers --------------------------------------------------------------------------------------
 
@@ -552,17 +534,34 @@ class RouteIndex:
         table = table.sort_by([(c, "ascending") for c in _KEYS[_STORED]])
         return table.drop_columns(keys).to_pylist() if keys else table.to_pylist()
 
-    def _changes_at(self, namesrv: str, topic: str, ts: int) -> tuple[dict[str, Any], ...]:
-        parts = [self._change_groups.get((namesrv, "topic", topic), _EMPTY), self._change_groups.get((namesrv, "filter", None), _EMPTY)]
+    def _changes_at(self, namesrv: str, topic: str, instants: Sequence[int]) -> dict[int, tuple[dict[str, Any], ...]]:
+        """The ``gold.route_changes`` rows of ``namesrv`` at ``instants`` that touch ``topic``'s route
+        (its QueueDatas and order conf, the BrokerData of every brokerName it ever had, the filter
+        servers), per instant, read in one pass over the files that may hold them."""
+        if not instants:
+            return {}
         brokers = self._tables["brokerAddrTable"]
-        parts += [self._change_groups.get((namesrv, "broker", brokers.key_values[k][1]), _EMPTY) for k in self._topic_brokers.get((namesrv, topic), [])]
-        rows = np.concatenate(parts)
-        rows = np.sort(rows[self._change_ts[rows] == ts]) if len(rows) else rows
-        if not len(rows):
-            return ()
-        out = []
-        for r in self._changes.take(pa.array(rows, type=pa.int64())).to_pylist():
-            out.append({
+        names = {brokers.key_values[k][1] for k in self._topic_brokers.get((namesrv, topic), [])}
+        table = self._changes.read_at(namesrv, "ts", instants, _CHANGE_COLUMNS, pads.field("table").isin(list(ROUTE_TABLES)))
+        table = table.filter(_touching(topic, names))  # after the read: in the scan it costs more than it saves
+        if not table.num_rows:
+            return {}
+
+        def touches(entry: str) -> bool:
+            name, _, key_text = entry.partition("\x00")
+            if name == "filterServerTable":  # every route of the NameServer carries its filter servers
+                return True
+            key = json.loads(key_text)
+            return key[0] == topic if name in ("topicQueueTable", "orderTopicConf") else key[0] in names
+
+        # the exact test, once per distinct (table, key): the read's condition only narrowed the rows
+        entries = pc.dictionary_encode(pc.binary_join_element_wise(table.column("table"), table.column("key"), "\x00")).combine_chunks()
+        wanted = np.array([touches(e) for e in entries.dictionary.to_pylist()], dtype=bool)
+        table = table.filter(pa.array(wanted[entries.indices.to_numpy()]))
+        table = table.sort_by([(c, "ascending") for c in ("ts", "phase", "record_rank", "table", "key")])
+        out: dict[int, list[dict[str, Any]]] = {}
+        for r in table.to_pylist():
+            out.setdefault(r["ts"], []).append({
                 "table": r["table"],
                 "key": json.loads(r["key"]),
                 "op": r["op"],
@@ -572,7 +571,7 @@ class RouteIndex:
                 "phase": "tick" if r["phase"] == 1 else "record",
                 "tick_ts": r["tick_ts"],
             })
-        return tuple(out)
+        return {ts: tuple(rows) for ts, rows in out.items()}
 
     def _filter_entries(self, rows: np.ndarray) -> dict[Any, tuple[str, ...]]:
         if not len(rows):
@@ -581,14 +580,41 @@ class RouteIndex:
         return {_live_key(r): tuple(r["filter_servers"]) for r in table.take(pa.array(rows, type=pa.int64())).to_pylist()}
 
     def memory_bytes(self) -> int:
-        """Bytes held in memory: the resident tables and the route changes (Arrow buffers and numpy arrays)."""
+        """Bytes held in memory: the resident tables (Arrow buffers and numpy arrays)."""
         total = sum(t.table.nbytes + t.comp.nbytes + t.valid_to.nbytes + t.key_start.nbytes for t in self._tables.values())
-        return total + self._changes.nbytes + self._tq_ints.nbytes + self._change_ts.nbytes
+        return total + self._tq_ints.nbytes
 
     def describe(self) -> str:
         """One line: run id and what it covers."""
         parts = [f"{c.namesrv} [{format_ms(c.from_ts)} .. {format_ms(c.to_ts)}] ({c.profile})" for c in self.coverage()]
         return f"run {self.run_id}: " + "; ".join(parts)
+
+
+#: Characters that every JSON encoder writes as they are (never as an escape): a name made of them
+#: appears verbatim in the JSON text of any key that holds it.
+_VERBATIM_IN_JSON = re.compile(r"[A-Za-z0-9_%|.:-]+")
+
+
+def _touching(topic: str, broker_names: Iterable[str]) -> pads.Expression:
+    """A condition on ``gold.route_changes`` rows that keeps every row of the route tables that may
+    touch ``topic``'s route (see :meth:`RouteIndex._changes_at`) and drops most others: a topic or
+    brokerName made of :data:`_VERBATIM_IN_JSON` characters must appear in the key's text. A
+    superset of the rows wanted: the caller decides on the decoded keys."""
+    table, key = pads.field("table"), pads.field("key")
+
+    def contains_any(names: list[str]) -> pads.Expression:
+        if not all(_VERBATIM_IN_JSON.fullmatch(n) for n in names):
+            return pads.scalar(True)
+        found = pads.scalar(False)
+        for name in names:
+            found = found | pc.match_substring(key, name)
+        return found
+
+    return (
+        (table == "filterServerTable")
+        | (table.isin(["topicQueueTable", "orderTopicConf"]) & contains_any([topic]))
+        | ((table == "brokerAddrTable") & contains_any(sorted(broker_names)))
+    )
 
 
 def _live_key(row: Mapping[str, Any]) -> Any:

@@ -173,7 +173,7 @@ _SCHEMAS: dict[str, Any] = {
             "route": {"oneOf": [_ref("TopicRouteData"), {"type": "null"}], "description": "The TopicRouteData from `ts` on; null with code 17."},
             "changes": {
                 "type": "array",
-                "description": "The `gold.route_changes` rows at `ts` that touch this topic's route (its QueueDatas and order conf, the BrokerData of its brokerNames, filter servers), in the NameServer's order. Key/before/after are JSON values.",
+                "description": "The `gold.route_changes` rows at `ts` that touch this topic's route (its QueueDatas and order conf, the BrokerData of its brokerNames, filter servers), in the NameServer's order (its records in the order it processed them, then its scan tick; the rows one record changed by table and key). Key/before/after are JSON values.",
                 "items": {
                     "type": "object",
                     "properties": {
@@ -271,6 +271,9 @@ def openapi_document(*, namesrvs: Sequence[str] = (), instants: Sequence[str] = 
                 [topic, namesrv, _with_examples(_time_param("from", "Start of the window (inclusive). Omitted: the start of the covered range."), instants[:1]),
                  _with_examples(_time_param("to", "End of the window (inclusive). Omitted: the end of the covered range."), instants[1:2])],
                 _json({"type": "array", "items": _ref("RouteChange")}, "The changes, oldest first (empty when none)."),
+                unavailable=_json(_ref("Error"), "The shim reads the change rows (gold.route_changes) from the published files per "
+                                  "request, and they cannot be read (removed by a vacuum, storage unreachable; the message says "
+                                  "which). Point lookups still answer."),
             ),
             "/openapi.json": _get("This document", "The OpenAPI document of this API.", [], _json({"type": "object"}, "The document.")),
         },

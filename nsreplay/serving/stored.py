@@ -3,6 +3,7 @@
     live = StoredTable(warehouse, BROKER_LIVE_INTERVALS, version, ("valid_from", "valid_to"))
     live.alive("10.0.0.10:9876", t, columns)          # rows with valid_from <= t < valid_to (or open)
     live.read("10.0.0.10:9876", [ColumnRange("valid_to", above=t0, at_most=t1)], columns, condition)
+    changes.read_at("10.0.0.10:9876", "ts", [t1, t2, t3], columns)   # rows whose ts is one of these
 
 Contract:
 
@@ -11,6 +12,9 @@ Contract:
 * A read opens only the files of the NameServer's partition whose statistics may hold a row in
   every one of the ranges (:meth:`files`), then filters the rows exactly: the answer is the rows of
   the whole table version that the ranges and ``condition`` select, whatever the pruning left out.
+* :meth:`StoredTable.read_at` selects rows by a set of values of one column: it opens only the
+  files whose statistics of that column may hold one of the values (one bisection per file), so a
+  few instants spread over months of history open the files of those instants, not of the months.
 * Memory is the file list (one entry per data file), not the rows: a table that grows with every
   heartbeat (``gold.broker_live_intervals``) costs the shim what a request reads, for as long as
   it answers it.
@@ -22,7 +26,8 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Sequence
+import bisect
+from typing import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -71,8 +76,33 @@ class StoredTable:
             predicate = predicate & range_filter(r)
         if condition is not None:
             predicate = predicate & condition
+        return self._scan(files, list(columns), predicate)
+
+    def files_at(self, namesrv: str, column: str, values: Iterable[int]) -> list[DataFile]:
+        """The files of ``namesrv`` whose statistics of ``column`` may hold one of ``values``."""
+        wanted = sorted(set(values))
+        if not wanted:
+            return []
+        out = []
+        for f in self._files.get(namesrv, []):
+            low = f.columns.get(column, (None, None, None))[1]
+            i = 0 if low is None else bisect.bisect_left(wanted, low)  # the least value the file may hold
+            if i < len(wanted) and f.may_hold(ColumnRange(column, above=wanted[i] - 1, at_most=wanted[i])):
+                out.append(f.file)
+        return out
+
+    def read_at(self, namesrv: str, column: str, values: Iterable[int], columns: Sequence[str], condition: pads.Expression | None = None) -> pa.Table:
+        """``columns`` of the rows of ``namesrv`` whose ``column`` is one of ``values`` and that satisfy
+        ``condition``, from the files that may hold them (:meth:`files_at`)."""
+        wanted = sorted(set(values))
+        predicate = (pads.field("namesrv") == namesrv) & pads.field(column).isin(wanted)
+        if condition is not None:
+            predicate = predicate & condition
+        return self._scan(self.files_at(namesrv, column, wanted), list(columns), predicate)
+
+    def _scan(self, files: list[DataFile], columns: list[str], predicate: pads.Expression) -> pa.Table:
         try:
-            return dataset(self.spec, files).to_table(columns=list(columns), filter=predicate)
+            return dataset(self.spec, files).to_table(columns=columns, filter=predicate)
         except (OSError, pa.ArrowException) as exc:
             raise StoredReadError(f"cannot read {self.spec.name} at version {self.version} (published files missing or unreadable: {exc})"[:500]) from exc
 

@@ -100,8 +100,9 @@ def test_windows_cut_through_incidents_equal_one_run(full, irregular) -> None:
 def test_the_shim_answers_a_history_of_windows_from_the_files_an_instant_needs(full, irregular, cuts) -> None:
     """The shim's index over the windows' history answers full snapshots and the broker-live table
     (read per request) like the oracle over one run, at every cut and around it, and route history
-    like an index over one run. An instant's broker-live rows are read from the files whose
-    statistics may hold it, not from every window's."""
+    like an index over one run. An instant's broker-live rows, and the change rows of a route
+    history's instants, are read from the files whose statistics may hold them, not from every
+    window's."""
     from nsreplay.serving.index import RouteIndex
     from nsreplay.serving.source import HistorySource
     from nsreplay.serving.stored import alive_at
@@ -124,6 +125,9 @@ def test_the_shim_answers_a_history_of_windows_from_the_files_an_instant_needs(f
             opened = index._live.files(ns, alive_at(t))
             assert set(opened) <= set(every) and (opened or t == cov.from_ts), (ns, t)  # nothing is alive before the first record
             pruned += len(every) - len(opened)
+        every = index._changes.files(ns, [])
+        opened = index._changes.files_at(ns, "ts", [cov.from_ts, cov.to_ts])  # a route history's instants at both ends
+        assert set(opened) <= set(every) and len(opened) < len(every), (ns, len(opened), len(every))
         for topic in one_run.topic_names(ns):
             assert index.route_history(ns, topic, None, None) == one_run.route_history(ns, topic, None, None), (ns, topic)
     assert pruned > 0 and compared > 0

@@ -206,26 +206,33 @@ def test_a_malformed_request_is_answered_400_and_logged_on_one_line(demo_root, s
     assert all(line.startswith("nsreplay serve: answered 400 to a malformed request: Error handling request from 127.0.0.1") for line in logged)
 
 
-def test_broker_live_files_that_cannot_be_read_are_answered_503_and_the_routes_still_served(demo_root, demo_index, start_serve, tmp_path):
-    """The broker-live table is read from the published files per request: when they are gone (a
-    vacuum that kept too little), its lookups answer 503 naming the table, logged on one line, and
-    everything held in memory still answers."""
+def test_files_read_per_request_that_cannot_be_read_are_answered_503_and_the_routes_still_served(demo_root, demo_index, start_serve, tmp_path):
+    """The broker-live table and the route changes are read from the published files per request:
+    when they are gone (a vacuum that kept too little), the lookups that read them (the live table,
+    route history) answer 503 naming the table, each logged on one line, and everything held in
+    memory still answers."""
     import shutil
     from pathlib import Path
 
     root = tmp_path / "wh"
     shutil.copytree(demo_root, root)  # Delta keeps relative paths: the copy is the same warehouse
-    removed = [f.unlink() or f for f in Path(root, "gold", "broker_live_intervals").rglob("*.parquet")]
-    assert removed
+    for table in ("broker_live_intervals", "route_changes"):
+        removed = [f.unlink() or f for f in Path(root, "gold", table).rglob("*.parquet")]
+        assert removed
     cov = demo_index.coverage()[0]
+    topic = requests.utils.quote(demo_index.topic_names(cov.namesrv)[0], safe="")
     served = start_serve(str(root), "--reload-interval", "0")
     try:
         get = lambda path: requests.get(served.url + path, params={"namesrv": cov.namesrv}, timeout=30)  # noqa: E731
         r = get("/v1/tables/brokerLiveTable")
         assert r.status_code == 503 and "gold.broker_live_intervals" in r.json()["error"], r.text
-        assert get("/v1/tables/topicQueueTable").status_code == 200
+        r = get(f"/v1/history/route/{topic}")
+        assert r.status_code == 503 and "gold.route_changes" in r.json()["error"], r.text
+        assert get("/v1/tables/topicQueueTable").status_code == 200 and get(f"/v1/route/{topic}").status_code == 200
         assert get("/v1/cluster").status_code == 200 and get("/v1/topics").status_code == 200
     finally:
         assert served.stop() == 0
     err = served.process.stderr.read()
-    assert "Traceback" not in err and len([line for line in err.splitlines() if "gold.broker_live_intervals" in line]) == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    for table in ("gold.broker_live_intervals", "gold.route_changes"):
+        assert len([line for line in err.splitlines() if table in line]) == 1, err[-3000:]

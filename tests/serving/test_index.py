@@ -6,15 +6,18 @@ agrees with point lookups; errors are those of PublishedHistory."""
 from __future__ import annotations
 
 import bisect
+import json
 import random
 
 import pytest
+from deltalake import DeltaTable
 
 from nsreplay.history import NotPublishedError, OutsideCoverageError, PublishedHistory
 from nsreplay.model import Answer, cluster_info, route_info, same_answer, topic_list
 from nsreplay.model import ResponseCode
+from nsreplay.model.render import ROUTE_TABLES
 from nsreplay.serving.index import RESIDENT, TABLES, OutsideRangeError, RouteIndex, UnknownNamesrvError, UnknownTableError
-from schemas.gold import NAMESRV_EPOCHS
+from schemas.gold import NAMESRV_EPOCHS, ROUTE_CHANGES, TOPIC_QUEUE_INTERVALS
 
 
 def _same(a: Answer, b: Answer) -> bool:
@@ -122,6 +125,44 @@ def test_route_history_agrees_with_point_lookups(demo_index, demo_oracle, demo_t
                 assert window == [entries[-1]]
                 assert demo_index.route_history(ns, topic, entries[-1].ts + 1, cov.to_ts) == []
         assert demo_index.route_history(ns, topics[-1], None, None) == []
+
+
+def test_route_history_changes_are_the_published_rows_of_its_instants(demo_root, demo_index, demo_topics):
+    """Each entry's ``changes`` are exactly the ``gold.route_changes`` rows of its instant that touch
+    the topic's route (its QueueDatas and order conf, the BrokerData of each brokerName it ever had,
+    the filter servers), decoded, in (ts, phase, record_rank, table, key) order. The expected rows come
+    from the whole published table version, read by deltalake, not from the files the index picks."""
+    history = PublishedHistory(demo_root)
+    published = DeltaTable(f"{demo_root}/gold/route_changes", version=history.versions[ROUTE_CHANGES.name]).to_pyarrow_table().to_pylist()
+    rnd = random.Random(17)
+    checked = 0
+    for cov in demo_index.coverage():
+        ns = cov.namesrv
+        changes = [r for r in published if r["namesrv"] == ns and r["table"] in ROUTE_TABLES]
+        changes.sort(key=lambda r: (r["ts"], r["phase"], r["record_rank"] is None, r["record_rank"] or 0, r["table"], r["key"]))
+        queues = history.rows(TOPIC_QUEUE_INTERVALS, ns)
+        for topic in rnd.sample(demo_topics[ns][:-1], min(5, len(demo_topics[ns]) - 1)):
+            names = {r["broker_name"] for r in queues if r["topic"] == topic}
+            entries = demo_index.route_history(ns, topic, None, None)
+            assert entries
+            for e in entries:
+                want = [
+                    {
+                        "table": r["table"], "key": json.loads(r["key"]), "op": r["op"],
+                        "before": None if r["before"] is None else json.loads(r["before"]),
+                        "after": None if r["after"] is None else json.loads(r["after"]),
+                        "cause": r["cause"], "phase": "tick" if r["phase"] == 1 else "record", "tick_ts": r["tick_ts"],
+                    }
+                    for r in changes
+                    if r["ts"] == e.ts and (
+                        json.loads(r["key"])[0] == topic if r["table"] in ("topicQueueTable", "orderTopicConf")
+                        else json.loads(r["key"])[0] in names if r["table"] == "brokerAddrTable"
+                        else True
+                    )
+                ]
+                assert list(e.changes) == want, (ns, topic, e.ts)
+                checked += len(want)
+    assert checked > 0
 
 
 def test_errors_are_those_of_published_history(demo_index, tmp_path):
