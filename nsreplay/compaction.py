@@ -16,7 +16,8 @@ merges them, table by table:
   UTC day by default) holding the maximum of their time column, at most ``target_file_mb`` a group,
   and each group is written as one file sorted by that column, in row groups of ``row_group_rows``
   rows: the statistics that let a reader of one instant skip the other files and row groups stay as
-  tight as a day.
+  tight as a day. Keyframes are sorted by key first (:data:`SORT_ORDER`), which keeps their file
+  small.
 * **Only what the latest publish names.** A table that a run wrote since the latest publish (not
   yet published, or failed) is left alone and reported: the next replay may put the published
   version back over it.
@@ -43,14 +44,14 @@ from schemas.gold import INTERVAL_TABLES, KEYFRAMES, ROUTE_CHANGES, ROUTE_FIDELI
 if TYPE_CHECKING:  # pragma: no cover
     from nsreplay.config import CompactConfig
 
-__all__ = ["JOB", "HISTORY_TABLES", "Policy", "TableCompaction", "plan_groups", "compact_warehouse", "render"]
+__all__ = ["JOB", "HISTORY_TABLES", "SORT_ORDER", "Policy", "TableCompaction", "plan_groups", "compact_warehouse", "render"]
 
 #: The job name of a compaction's commits.
 JOB = "compact"
 
 #: The tables compacted, each with the integer column by which a window owns its rows (as
 #: ``pipelines.replay.run.owned_rows`` slices them): a row is settled once that column is at most the
-#: published coverage. Files are sorted by it.
+#: published coverage. Merged files are sorted by it (unless :data:`SORT_ORDER` says otherwise).
 HISTORY_TABLES: tuple[tuple[TableSpec, str], ...] = (
     (ROUTE_CHANGES, "ts"),
     (SCAN_TICKS, "tick_ts"),
@@ -58,6 +59,13 @@ HISTORY_TABLES: tuple[tuple[TableSpec, str], ...] = (
     (ROUTE_FIDELITY, "ts"),
     *((spec, "valid_to") for spec in INTERVAL_TABLES.values()),
 )
+
+#: Tables whose merged files are sorted otherwise than by their time column alone. A keyframe
+#: repeats every row of the tables at each keyframe instant, mostly unchanged: sorted by key, the
+#: repeats sit together and the file is ~10 times smaller than sorted by instant (bench-day's
+#: keyframes: 487 KB against 6.7 MB in row groups of 8,192 rows), and a day's keyframes are read
+#: whole anyway (a keyframe is every key of one instant).
+SORT_ORDER: Mapping[str, tuple[str, ...]] = {KEYFRAMES.name: ("table", "key", "keyframe_ts")}
 
 _HOUR_MS = 3_600_000
 
@@ -160,7 +168,9 @@ def compact_warehouse(
                 continue
             files = warehouse.file_statistics(spec, (column,))
             groups = plan_groups(files, column, settled, policy)
-            result = warehouse.compact(spec, groups, sort_by=column, commit=commit, row_group_rows=policy.row_group_rows, dry_run=dry_run)
+            result = warehouse.compact(
+                spec, groups, sort_by=SORT_ORDER.get(spec.name, (column,)), commit=commit, row_group_rows=policy.row_group_rows, dry_run=dry_run
+            )
         except StorageError as exc:
             outcomes.append(TableCompaction(spec.name, None, None, error=f"{type(exc).__name__}: {exc}"))
             continue

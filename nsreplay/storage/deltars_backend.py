@@ -322,7 +322,7 @@ class DeltaRsBackend(Backend):
                 target = "/".join(p for p in (root, staging, directory) if p)
                 filesystem.create_dir(target, recursive=True)
                 pq.write_table(
-                    merged.sort_by([(request.sort_by, "ascending")]),
+                    merged.sort_by([(c, "ascending") for c in request.sort_by]),
                     f"{target}/part-{number:05d}-{request.write_id}.c000.zstd.parquet",
                     filesystem=filesystem,
                     compression="zstd",

@@ -453,12 +453,13 @@ class Warehouse:
         return [c for c in self.history(spec, limit=latest - version) if changes_rows(c)]
 
     def compact(
-        self, spec: TableSpec, groups: Sequence[Sequence[DataFile]], *, sort_by: str, commit: CommitInfo, row_group_rows: int = 8_192,
-        dry_run: bool = False,
+        self, spec: TableSpec, groups: Sequence[Sequence[DataFile]], *, sort_by: str | Sequence[str], commit: CommitInfo,
+        row_group_rows: int = 8_192, dry_run: bool = False,
     ) -> CompactionResult:
         """Rewrite each of ``groups`` (data files of the table's latest version, all of one partition,
         as :meth:`files` or :meth:`file_statistics` listed them) as one file whose rows are sorted by
-        the data column ``sort_by`` (an integer column keeps the new file's statistics tight), in
+        the data column ``sort_by``, or by several in turn (an integer column first keeps the row
+        groups' statistics tight; a key first keeps a key's repeated values together), in
         Parquet row groups of at most ``row_group_rows`` rows, with the Delta statistics of every
         write. One commit for all groups; it changes no row: a
         reader of any version reads what it read before, and the commit's actions say ``dataChange``
@@ -481,8 +482,12 @@ class Warehouse:
                 raise ValueError(f"table {spec.name!r}: a group to compact holds files of several partitions")
         if len({f.path for g in groups for f in g}) != sum(len(g) for g in groups):
             raise ValueError("a file is in more than one group to compact")
-        if sort_by not in spec.column_names or sort_by in spec.partition_by:
-            raise ValueError(f"{sort_by!r} is not a data column of {spec.name}")
+        order = (sort_by,) if isinstance(sort_by, str) else tuple(sort_by)
+        if not order:
+            raise ValueError("sort_by names no column")
+        for column in order:
+            if not isinstance(column, str) or column not in spec.column_names or column in spec.partition_by:
+                raise ValueError(f"{column!r} is not a data column of {spec.name}")
         if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
             raise ValueError(f"row_group_rows must be a positive int, got {row_group_rows!r}")
         _check_commit(commit)
@@ -494,10 +499,10 @@ class Warehouse:
             return CompactionResult(removed, (), rows, before, 0, None, dry_run)
         write_id = uuid.uuid4().hex
         metadata = commit.to_metadata()
-        metadata.update({"mode": COMPACTION_MODE, "predicate": None, "write_id": write_id, "sort_by": sort_by})
+        metadata.update({"mode": COMPACTION_MODE, "predicate": None, "write_id": write_id, "sort_by": list(order)})
         done = self._backend.compact(
             CompactRequest(
-                spec=spec, location=location, groups=tuple(tuple(f.path for f in g) for g in groups), sort_by=sort_by,
+                spec=spec, location=location, groups=tuple(tuple(f.path for f in g) for g in groups), sort_by=order,
                 row_group_rows=row_group_rows, app_id=commit.app_id, txn_version=TXN_VERSION,
                 user_metadata=json.dumps(metadata, sort_keys=True, separators=(",", ":")), write_id=write_id,
             )

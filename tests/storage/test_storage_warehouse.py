@@ -1040,3 +1040,20 @@ def test_a_compaction_merges_each_group_into_one_sorted_file_and_changes_no_row(
     with pytest.raises(ConcurrentCommitError, match="not in its latest version"):  # the planned files were merged
         wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("c3", job="compact"))
     assert wh.version(COMPACTED) == 4
+
+
+def test_a_compaction_sorts_by_several_columns_in_turn(wh: Warehouse, spark) -> None:
+    for batch in (3, 1, 2):
+        wh.append(COMPACTED, compacted_rows(spark, batch), commit(f"w{batch}"))
+    groups = [[f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "10.0.0.1:9876"]]
+    expected = wh.read(COMPACTED)
+    with pytest.raises(ValueError, match="names no column"):
+        wh.compact(COMPACTED, groups, sort_by=(), commit=commit("c1", job="compact"))
+    with pytest.raises(ValueError, match="not a data column"):
+        wh.compact(COMPACTED, groups, sort_by=("body", "namesrv"), commit=commit("c1", job="compact"))
+    done = wh.compact(COMPACTED, groups, sort_by=("at", "ts"), commit=commit("c1", job="compact"))
+    assert len(done.added) == 1 and wh.history(COMPACTED, limit=1)[0]["mode"] == "compact"
+    merged = pq.read_table([f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "10.0.0.1:9876"][0].path)
+    pairs = list(zip(merged.column("at").to_pylist(), merged.column("ts").to_pylist()))
+    assert pairs == sorted(pairs) and pairs != sorted(pairs, key=lambda p: p[1])  # by at, then ts: not by ts alone
+    assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
