@@ -1,4 +1,5 @@
-"""Airflow DAG ``nsreplay_routes``: keeps the published NameServer route history current.
+"""Airflow DAGs of nsreplay: ``nsreplay_routes`` keeps the published NameServer route history
+current; ``nsreplay_maintenance`` keeps its files few and its storage bounded.
 
 One DAG run per data interval (T1, T2], four tasks, each one ``./spark-submit.sh`` call:
 
@@ -14,10 +15,24 @@ Scheduling only: every decision about data lives in the jobs. Run ids come from 
 jobs (idempotent per run id) do not duplicate anything. Windows build on their predecessor's published
 state, hence ``max_active_runs=1`` and ``depends_on_past``. See docs/operations.md.
 
+``nsreplay_maintenance``: once a day (no catch-up: a missed day is done by the next one), two
+tasks, each one call of the project's ``nsreplay`` command (no Spark; ``.venv`` is bootstrapped
+first, as ``spark-submit.sh`` does):
+
+    compact  ->  vacuum
+
+* ``compact``  nsreplay compact: merges the small files of the settled, published history.
+* ``vacuum``   nsreplay vacuum: deletes the files no retained version names (the merged ones among
+  them, once the retention of ``[vacuum]`` in ``conf/`` has passed); it runs even when ``compact``
+  failed.
+
+Both may run while a window of ``nsreplay_routes`` runs (docs/operations.md, "Compaction").
+
 Settings. At parse time (environment of the DAG processor/scheduler; no database access):
 ``NSREPLAY_SCHEDULE`` (cron or preset, default ``@hourly``), ``NSREPLAY_START_DATE`` (ISO-8601, start
 of the first window, strictly before the first record; default 2024-11-20T23:00:00+00:00, the hour
-before the demo capture's first record), ``NSREPLAY_POOL`` (default ``default_pool``).
+before the demo capture's first record), ``NSREPLAY_POOL`` (default ``default_pool``),
+``NSREPLAY_MAINTENANCE_SCHEDULE`` (cron or preset, default ``30 3 * * *``: 03:30 UTC).
 At run time each setting is the first non-empty of: the DAG run's params (trigger conf), the key of
 the JSON Airflow Variable ``nsreplay``, the environment at parse time, the default:
 
@@ -51,10 +66,12 @@ except ImportError:  # Airflow 2.x
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 DAG_ID = "nsreplay_routes"
+MAINTENANCE_DAG_ID = "nsreplay_maintenance"
 
 # Explicit data-interval timetable: on Airflow 3 a plain cron string means CronTriggerTimetable, whose
 # runs have an empty interval (start == end) - useless for windows.
 SCHEDULE = CronDataIntervalTimetable(os.environ.get("NSREPLAY_SCHEDULE", "@hourly"), timezone="UTC")
+MAINTENANCE_SCHEDULE = CronDataIntervalTimetable(os.environ.get("NSREPLAY_MAINTENANCE_SCHEDULE", "30 3 * * *"), timezone="UTC")
 START_DATE = datetime.fromisoformat(os.environ.get("NSREPLAY_START_DATE", "2024-11-20T23:00:00+00:00").replace("Z", "+00:00"))
 if START_DATE.tzinfo is None:
     START_DATE = START_DATE.replace(tzinfo=timezone.utc)
@@ -95,6 +112,17 @@ def submit(job_args: str) -> str:
 
 
 WINDOW = "--from {{ data_interval_start | ts }} --to {{ data_interval_end | ts }}"
+
+
+def maintain(command: str) -> str:
+    """The bash command of one maintenance task: the project's ``nsreplay`` command (Spark-free) on the
+    run's warehouse, after the bootstrap that ``spark-submit.sh`` would do (instant once done)."""
+    return (
+        "{% set s = nsreplay_settings(var.json.get('nsreplay', {}), params) %}"
+        "NSREPLAY_JVM_ARCHIVE=off {{ s.project_root | sh }}/scripts/bootstrap.sh && "
+        "NSREPLAY_ENV={{ s.nsreplay_env | sh }} {{ s.project_root | sh }}/.venv/bin/nsreplay " + command
+        + " --warehouse {{ s.warehouse | sh }}"
+    )
 
 
 def rebuild_stage(stage: str) -> str:
@@ -156,3 +184,37 @@ with DAG(
     )
 
     ingest >> replay >> quality >> publish
+
+
+with DAG(
+    dag_id=MAINTENANCE_DAG_ID,
+    description="Merge the published route history's small files, then delete the files no reader needs",
+    schedule=MAINTENANCE_SCHEDULE,
+    start_date=START_DATE,
+    catchup=False,  # each run does all there is to do: a missed day is done by the next run
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=4),
+    default_args={
+        "owner": "nsreplay",
+        "retries": 2,  # a compaction that lost a race with a window's restore fails and is simply run again
+        "retry_delay": timedelta(minutes=10),
+        "pool": os.environ.get("NSREPLAY_POOL", "default_pool"),
+    },
+    params={
+        name: Param("", type="string", description=f"overrides setting {name} for this run (empty: not overridden)")
+        for name in DEFAULTS
+    },
+    user_defined_macros={"nsreplay_settings": nsreplay_settings},
+    user_defined_filters={"sh": shlex.quote},
+    tags=["nsreplay", "maintenance"],
+    doc_md=__doc__,
+) as maintenance:
+    compact = BashOperator(task_id="compact", bash_command=maintain("compact"), execution_timeout=timedelta(hours=2))
+    vacuum = BashOperator(
+        task_id="vacuum",
+        bash_command=maintain("vacuum"),
+        execution_timeout=timedelta(hours=1),
+        trigger_rule="all_done",  # the files to delete do not wait for a compaction that failed
+    )
+
+    compact >> vacuum

@@ -18,9 +18,9 @@ def load(airflow) -> dict:
 def test_dag_imports_with_expected_shape(airflow):
     bag = load(airflow)
     assert bag["import_errors"] == {}
-    assert bag["dag_ids"] == ["nsreplay_routes"]
+    assert bag["dag_ids"] == ["nsreplay_maintenance", "nsreplay_routes"]
 
-    dag = bag["dag"]
+    dag = bag["dags"]["nsreplay_routes"]
     assert dag["catchup"] is True
     assert dag["max_active_runs"] == 1
     assert dag["dagrun_timeout"] and dag["dagrun_timeout"] > 0
@@ -28,7 +28,7 @@ def test_dag_imports_with_expected_shape(airflow):
     assert "nsreplay" in dag["tags"] and dag["has_doc"]
     assert {"warehouse", "captures", "spark_args"} <= set(dag["params"])
 
-    tasks = bag["tasks"]
+    tasks = dag["tasks"]
     assert sorted(tasks) == sorted(TASKS)
     for before, after in zip(TASKS, TASKS[1:]):  # a straight line: ingest -> replay -> quality -> publish
         assert tasks[before]["downstream"] == [after]
@@ -51,6 +51,34 @@ def test_dag_imports_with_expected_shape(airflow):
         assert "jobs/rebuild_routes.py" in command and f"--stage {stage}" in command
         assert "--from {{ data_interval_start | ts }} --to {{ data_interval_end | ts }}" in command
         assert "--run-id routes-{{ data_interval_start | ts_nodash }}" in command
+
+
+def test_maintenance_dag_compacts_then_vacuums_daily_without_catch_up(airflow):
+    dag = load(airflow)["dags"]["nsreplay_maintenance"]
+    assert dag["catchup"] is False and dag["max_active_runs"] == 1 and dag["periodic"]
+    assert dag["dagrun_timeout"] and dag["has_doc"] and "maintenance" in dag["tags"]
+    assert {"warehouse", "nsreplay_env"} <= set(dag["params"])
+    tasks = dag["tasks"]
+    assert sorted(tasks) == ["compact", "vacuum"]
+    assert tasks["compact"]["downstream"] == ["vacuum"] and tasks["vacuum"]["upstream"] == ["compact"]
+    assert tasks["vacuum"]["trigger_rule"] == "all_done" and tasks["compact"]["trigger_rule"] == "all_success"
+    for task_id, task in tasks.items():
+        assert task["type"] == "BashOperator" and task["retries"] >= 1 and task["execution_timeout"] > 0, task_id
+        assert task["depends_on_past"] is False, task_id
+        assert "spark-submit.sh" not in task["bash_command"], task_id  # Spark-free
+        assert f"/.venv/bin/nsreplay {task_id} --warehouse" in task["bash_command"], task_id
+
+
+def test_maintenance_settings_render_into_the_commands(airflow):
+    setting = {"warehouse": "/tmp/a warehouse", "nsreplay_env": "prod"}
+    result = airflow.run("airflow", "tasks", "render", "nsreplay_maintenance", "vacuum", "2024-11-21T03:30:00+00:00",
+                         extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(setting)}, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    command = next(line for line in result.stdout.splitlines() if "/.venv/bin/nsreplay" in line)
+    assert command == (
+        f"NSREPLAY_JVM_ARCHIVE=off {ROOT}/scripts/bootstrap.sh && "
+        f"NSREPLAY_ENV=prod {ROOT}/.venv/bin/nsreplay vacuum --warehouse '/tmp/a warehouse'"
+    )
 
 
 def test_unknown_setting_in_the_variable_fails_the_render(airflow):

@@ -86,3 +86,47 @@ def test_one_window_end_to_end(airflow, tmp_path):
                         route_info(state.snapshot, topic, request_version=version)
                     compared_routes += 1
     assert compared_routes > 0
+
+
+def test_the_maintenance_dag_compacts_then_vacuums_a_published_warehouse(airflow, demo_published, tmp_path):
+    """`airflow dags test nsreplay_maintenance`: both tasks run the project's command on the Variable's
+    warehouse (a copy of the published demo); the files merged are those a dry run plans, each
+    group becomes one file, and the published history reads the same rows afterwards (the vacuum
+    keeps the files of the published versions)."""
+    import shutil
+
+    from nsreplay.compaction import HISTORY_TABLES, Policy, compact_warehouse
+    from nsreplay.config import load_settings
+    from nsreplay.history import PublishedHistory
+    from nsreplay.storage import Warehouse
+
+    root = tmp_path / "wh"
+    shutil.copytree(demo_published[1], root)
+    warehouse = Warehouse(str(root), None, "delta-rs")
+    planned = {r.table: r.result for r in compact_warehouse(warehouse, Policy.from_config(load_settings().compact), dry_run=True, run_id="plan")}
+    files_before = {spec.name: len(warehouse.files(spec)) for spec, _ in HISTORY_TABLES}
+    assert sum(len(r.removed) for r in planned.values() if r) > 0  # something to merge, or the test proves nothing
+    history = PublishedHistory(str(root))
+    instants = {c.namesrv: [c.from_ts, (c.from_ts + c.to_ts) // 2, c.to_ts] for c in history.coverage()}
+    before = {(ns, t): history.snapshot_at(ns, t) for ns, ts in instants.items() for t in ts}
+
+    settings = {"warehouse": str(root), "nsreplay_env": "test"}
+    result = airflow.run("airflow", "dags", "test", "nsreplay_maintenance", "2024-11-22T03:30:00+00:00",
+                         extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(settings)}, timeout=900)
+    log = result.stdout + result.stderr
+    finished = [line for line in log.splitlines() if "DagRun Finished" in line]
+    assert result.returncode == 0 and finished and "state=success" in finished[-1], log[-6000:]
+    for task_id in ("compact", "vacuum"):
+        assert f"end task task_id={task_id}" in log
+    assert f"compaction of {root}" in log and f"vacuum of {root}" in log, log[-6000:]
+
+    for spec, _ in HISTORY_TABLES:
+        merged = planned[spec.name]
+        groups = 0 if merged is None else len(merged.removed)
+        removed = 0 if merged is None else sum(len(g) for g in merged.removed)
+        assert len(warehouse.files(spec)) == files_before[spec.name] - removed + groups, spec.name
+        if groups:
+            assert warehouse.history(spec, limit=1)[0]["mode"] == "compact", spec.name
+    published = PublishedHistory(str(root))
+    assert published.run_id == history.run_id
+    assert {key: published.snapshot_at(*key) for key in before} == before
