@@ -102,6 +102,19 @@ def nsreplay_settings(variable: object, params: object) -> dict[str, str]:
     return merged
 
 
+def settings_arguments() -> dict[str, object]:
+    """The DAG arguments both DAGs read their settings through: a param per setting, the
+    ``nsreplay_settings`` macro, the ``sh`` filter (shell quoting)."""
+    return {
+        "params": {
+            name: Param("", type="string", description=f"overrides setting {name} for this run (empty: not overridden)")
+            for name in DEFAULTS
+        },
+        "user_defined_macros": {"nsreplay_settings": nsreplay_settings},
+        "user_defined_filters": {"sh": shlex.quote},
+    }
+
+
 def submit(job_args: str) -> str:
     """The bash command of one task: ``spark-submit.sh`` with the run's settings (one Variable read)."""
     return (
@@ -146,12 +159,7 @@ with DAG(
         "max_retry_delay": timedelta(minutes=30),
         "pool": os.environ.get("NSREPLAY_POOL", "default_pool"),
     },
-    params={
-        name: Param("", type="string", description=f"overrides setting {name} for this run (empty: not overridden)")
-        for name in DEFAULTS
-    },
-    user_defined_macros={"nsreplay_settings": nsreplay_settings},
-    user_defined_filters={"sh": shlex.quote},
+    **settings_arguments(),
     tags=["nsreplay", "spark", "rocketmq"],
     doc_md=__doc__,
 ) as dag:
@@ -200,12 +208,7 @@ with DAG(
         "retry_delay": timedelta(minutes=10),
         "pool": os.environ.get("NSREPLAY_POOL", "default_pool"),
     },
-    params={
-        name: Param("", type="string", description=f"overrides setting {name} for this run (empty: not overridden)")
-        for name in DEFAULTS
-    },
-    user_defined_macros={"nsreplay_settings": nsreplay_settings},
-    user_defined_filters={"sh": shlex.quote},
+    **settings_arguments(),
     tags=["nsreplay", "maintenance"],
     doc_md=__doc__,
 ) as maintenance:

@@ -15,6 +15,13 @@ def load(airflow) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def rendered(airflow, dag_id: str, task_id: str, at: str, setting: dict, marker: str) -> str:
+    """The line of ``airflow tasks render`` holding ``marker``, with ``setting`` as the Variable."""
+    result = airflow.run("airflow", "tasks", "render", dag_id, task_id, at, extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(setting)}, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return next(line for line in result.stdout.splitlines() if marker in line)
+
+
 def test_dag_imports_with_expected_shape(airflow):
     bag = load(airflow)
     assert bag["import_errors"] == {}
@@ -71,11 +78,7 @@ def test_maintenance_dag_compacts_then_vacuums_daily_without_catch_up(airflow):
 
 def test_maintenance_settings_render_into_the_commands(airflow):
     setting = {"warehouse": "/tmp/a warehouse", "nsreplay_env": "prod"}
-    result = airflow.run("airflow", "tasks", "render", "nsreplay_maintenance", "vacuum", "2024-11-21T03:30:00+00:00",
-                         extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(setting)}, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    command = next(line for line in result.stdout.splitlines() if "/.venv/bin/nsreplay" in line)
-    assert command == (
+    assert rendered(airflow, "nsreplay_maintenance", "vacuum", "2024-11-21T03:30:00+00:00", setting, "/.venv/bin/nsreplay") == (
         f"NSREPLAY_JVM_ARCHIVE=off {ROOT}/scripts/bootstrap.sh && "
         f"NSREPLAY_ENV=prod {ROOT}/.venv/bin/nsreplay vacuum --warehouse '/tmp/a warehouse'"
     )
@@ -90,11 +93,7 @@ def test_unknown_setting_in_the_variable_fails_the_render(airflow):
 def test_settings_render_into_the_commands(airflow):
     setting = {"warehouse": "/tmp/a warehouse", "captures": "s3a://bucket/captures", "spark_args": "--master yarn",
                "nsreplay_env": "prod", "delta": "spark"}
-    result = airflow.run("airflow", "tasks", "render", "nsreplay_routes", "ingest", "2024-11-21T02:00:00+00:00",
-                         extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(setting)}, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    command = next(line for line in result.stdout.splitlines() if "spark-submit.sh" in line)
-    assert command == (
+    assert rendered(airflow, "nsreplay_routes", "ingest", "2024-11-21T02:00:00+00:00", setting, "spark-submit.sh") == (
         f"NSREPLAY_ENV=prod NSREPLAY_DELTA=spark {ROOT}/spark-submit.sh --master yarn jobs/ingest_captures.py "
         "--captures s3a://bucket/captures --warehouse '/tmp/a warehouse' --run-id ingest-20241121T010000"
     )
