@@ -28,7 +28,9 @@ Contract:
 * ``gold.route_changes`` is not held either: only route history shows its rows, and a route
   history reads them once per request, from the files whose statistics may hold one of the
   instants at which the answer changed. So what the index holds is the route tables' intervals,
-  and a route history request costs one read of a few files on top of its rendering.
+  and a route history request costs one read of a few files on top of its rendering. At most
+  ``stored_reads`` reads of published files (both tables) run at once, whatever the requests in
+  flight: each decodes whole row groups.
 * A topic's route answer can only change at the instants where one of the rows it is made of
   starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached per (NameServer,
   topic, shape, segment between two such instants), which keeps the cache exact, so a repeated
@@ -68,7 +70,7 @@ from nsreplay.model import (
 )
 from nsreplay.model.render import ROUTE_TABLES, STANDARD_JSON_MIN_VERSION, Shape
 from nsreplay.runtime import format_ms
-from nsreplay.serving.stored import StoredTable
+from nsreplay.serving.stored import CONCURRENT_READS, StoredTable
 from nsreplay.storage import TableSpec, Warehouse, dataset
 from schemas.gold import (
     INTERVAL_KEYS,
@@ -248,7 +250,7 @@ class _LRU:
 class RouteIndex:
     """The latest published run of a warehouse, indexed for point-in-time lookups (module docstring)."""
 
-    def __init__(self, root: str, *, cache_size: int = 20_000) -> None:
+    def __init__(self, root: str, *, cache_size: int = 20_000, stored_reads: int = CONCURRENT_READS) -> None:
         started = time.perf_counter()
         history = PublishedHistory(root)  # raises NotPublishedError; reads only the publish log
         self.root = root
@@ -263,10 +265,11 @@ class RouteIndex:
             for name, spec in RESIDENT.items()
         }
         live = TABLES[_STORED]
-        self._live = StoredTable(warehouse, live, self.versions[live.name], ("valid_from", "valid_to"))
+        reads = threading.BoundedSemaphore(stored_reads)  # shared: bounds the memory of the reads in flight
+        self._live = StoredTable(warehouse, live, self.versions[live.name], ("valid_from", "valid_to"), reads=reads)
         self._load_epochs(warehouse)
         self._load_topic_columns()
-        self._changes = StoredTable(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], ("ts",))
+        self._changes = StoredTable(warehouse, ROUTE_CHANGES, self.versions[ROUTE_CHANGES.name], ("ts",), reads=reads)
         self._cache = _LRU(cache_size)
         self._instants: dict[tuple[str, str], list[int]] = {}
         pa.default_memory_pool().release_unused()  # give back the read/sort buffers
@@ -542,8 +545,7 @@ class RouteIndex:
             return {}
         brokers = self._tables["brokerAddrTable"]
         names = {brokers.key_values[k][1] for k in self._topic_brokers.get((namesrv, topic), [])}
-        table = self._changes.read_at(namesrv, "ts", instants, _CHANGE_COLUMNS, pads.field("table").isin(list(ROUTE_TABLES)))
-        table = table.filter(_touching(topic, names))  # after the read: in the scan it costs more than it saves
+        table = self._changes.read_at(namesrv, "ts", instants, _CHANGE_COLUMNS, pads.field("table").isin(list(ROUTE_TABLES)), keep=_touching(topic, names))
         if not table.num_rows:
             return {}
 

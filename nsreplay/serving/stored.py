@@ -17,7 +17,12 @@ Contract:
   few instants spread over months of history open the files of those instants, not of the months.
 * Memory is the file list (one entry per data file), not the rows: a table that grows with every
   heartbeat (``gold.broker_live_intervals``) costs the shim what a request reads, for as long as
-  it answers it.
+  it answers it. A read streams the row groups one at a time and keeps only the rows it selects
+  (``keep``: a filter applied to each batch as it is decoded).
+* At most ``reads`` reads run at once (a semaphore, which the tables of one index share): a read
+  decodes whole row groups, a few hundred MB at its peak on large files, and the HTTP front end
+  runs requests on a pool of threads, so without a bound the peak memory would follow the number
+  of requests in flight. A read over the bound waits for one to finish.
 * A file that cannot be read (removed by a vacuum that did not keep the published versions, storage
   unreachable, damaged) raises :class:`StoredReadError`, which names the table and version: an
   operational fault the front ends answer 503, never a wrong answer.
@@ -27,6 +32,7 @@ Contract:
 from __future__ import annotations
 
 import bisect
+import threading
 from typing import Iterable, Sequence
 
 import pyarrow as pa
@@ -46,14 +52,25 @@ def alive_at(t: int) -> list[ColumnRange]:
     return [ColumnRange("valid_from", at_most=t), ColumnRange("valid_to", above=t, or_null=True)]
 
 
+#: Reads of published files that may run at once when the caller does not share a semaphore.
+CONCURRENT_READS = 2
+
+
 class StoredTable:
     """The files of one table version, pruned per read by partition and statistics (module docstring)."""
 
-    def __init__(self, warehouse: Warehouse, spec: TableSpec, version: int, stat_columns: Sequence[str]) -> None:
+    def __init__(
+        self, warehouse: Warehouse, spec: TableSpec, version: int, stat_columns: Sequence[str], *, reads: threading.Semaphore | None = None
+    ) -> None:
         if spec.partition_by != ("namesrv",):
             raise ValueError(f"{spec.name} is not partitioned by namesrv alone (partition_by={list(spec.partition_by)})")
         self.spec = spec
         self.version = version
+        self._reads = reads if reads is not None else threading.BoundedSemaphore(CONCURRENT_READS)
+        self._lock = threading.Lock()
+        self._running = 0
+        #: The most reads that ran at once (for tests and benchmarks).
+        self.most_concurrent = 0
         self._files: dict[str | None, list[FileStatistics]] = {}
         for f in warehouse.file_statistics(spec, stat_columns, version=version):
             self._files.setdefault(f.file.partition_values["namesrv"], []).append(f)
@@ -91,24 +108,38 @@ class StoredTable:
                 out.append(f.file)
         return out
 
-    def read_at(self, namesrv: str, column: str, values: Iterable[int], columns: Sequence[str], condition: pads.Expression | None = None) -> pa.Table:
+    def read_at(
+        self, namesrv: str, column: str, values: Iterable[int], columns: Sequence[str], condition: pads.Expression | None = None,
+        *, keep: pads.Expression | None = None,
+    ) -> pa.Table:
         """``columns`` of the rows of ``namesrv`` whose ``column`` is one of ``values`` and that satisfy
-        ``condition``, from the files that may hold them (:meth:`files_at`)."""
+        ``condition`` and ``keep``, from the files that may hold them (:meth:`files_at`). ``condition``
+        is part of the scan; ``keep`` is applied to each batch the scan yields (a test that would cost
+        more inside the scan than on the rows it returns)."""
         wanted = sorted(set(values))
         predicate = (pads.field("namesrv") == namesrv) & pads.field(column).isin(wanted)
         if condition is not None:
             predicate = predicate & condition
-        return self._scan(self.files_at(namesrv, column, wanted), list(columns), predicate)
+        return self._scan(self.files_at(namesrv, column, wanted), list(columns), predicate, keep)
 
-    def _scan(self, files: list[DataFile], columns: list[str], predicate: pads.Expression) -> pa.Table:
-        try:
-            return dataset(self.spec, files).to_table(columns=columns, filter=predicate)
-        except (OSError, pa.ArrowException) as exc:
-            raise StoredReadError(f"cannot read {self.spec.name} at version {self.version} (published files missing or unreadable: {exc})"[:500]) from exc
+    def _scan(self, files: list[DataFile], columns: list[str], predicate: pads.Expression, keep: pads.Expression | None = None) -> pa.Table:
+        with self._reads:
+            with self._lock:
+                self._running += 1
+                self.most_concurrent = max(self.most_concurrent, self._running)
+            try:
+                scanner = dataset(self.spec, files).scanner(columns=columns, filter=predicate, batch_readahead=1, fragment_readahead=1)
+                batches = [b if keep is None else b.filter(keep) for b in scanner.to_batches()]
+                return pa.Table.from_batches(batches, schema=scanner.projected_schema)
+            except (OSError, pa.ArrowException) as exc:
+                raise StoredReadError(f"cannot read {self.spec.name} at version {self.version} (published files missing or unreadable: {exc})"[:500]) from exc
+            finally:
+                with self._lock:
+                    self._running -= 1
 
     def alive(self, namesrv: str, t: int, columns: Sequence[str]) -> pa.Table:
         """``columns`` of the interval rows of ``namesrv`` valid at ``t`` (see :func:`alive_at`)."""
         return self.read(namesrv, alive_at(t), columns)
 
 
-__all__ = ["StoredReadError", "StoredTable", "alive_at"]
+__all__ = ["CONCURRENT_READS", "StoredReadError", "StoredTable", "alive_at"]

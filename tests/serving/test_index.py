@@ -165,6 +165,29 @@ def test_route_history_changes_are_the_published_rows_of_its_instants(demo_root,
     assert checked > 0
 
 
+def test_reads_of_published_files_in_flight_are_bounded_and_answer_alike(demo_root, demo_index, demo_topics):
+    """Route histories and broker-live rows asked from many threads at once, on an index allowed one
+    read of published files at a time: no two reads ran together, and every answer is the one the
+    shared index gives sequentially."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    index = RouteIndex.load(demo_root, stored_reads=1)
+    asks = []
+    for cov in demo_index.coverage():
+        for topic in demo_topics[cov.namesrv][:4]:
+            asks.append(("history", cov.namesrv, topic, None))
+        for t in (cov.from_ts, (cov.from_ts + cov.to_ts) // 2, cov.to_ts):
+            asks.append(("live", cov.namesrv, None, t))
+
+    def ask(source, kind, ns, topic, t):
+        return source.route_history(ns, topic, None, None) if kind == "history" else source.table_rows(ns, "brokerLiveTable", t)
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda a: ask(index, *a), asks * 3))
+    assert got == [ask(demo_index, *a) for a in asks] * 3
+    assert index._changes.most_concurrent == 1 and index._live.most_concurrent == 1
+
+
 def test_errors_are_those_of_published_history(demo_index, tmp_path):
     cov = demo_index.coverage()[0]
     with pytest.raises(UnknownNamesrvError, match="unknown NameServer"):
