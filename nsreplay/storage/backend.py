@@ -118,9 +118,9 @@ class CompactRequest:
     """One prepared compaction of the table at ``location``: each of ``groups`` names data files of
     the table's latest version (absolute paths, as :class:`~nsreplay.storage.spec.DataFile` gives
     them), all of one partition, to be rewritten as one file whose rows are sorted by the columns of
-    ``sort_by`` in turn (Parquet row groups of at most ``row_group_rows`` rows). One commit for every group, that
-    changes no row (``dataChange`` false); ``app_id``, ``txn_version``, ``user_metadata`` and
-    ``write_id`` are as for :class:`WriteRequest`."""
+    ``sort_by`` in turn (Parquet row groups of at most ``row_group_rows`` rows). One commit for
+    every group, that changes no row (``dataChange`` false); ``app_id``, ``txn_version``,
+    ``user_metadata`` and ``write_id`` are as for :class:`WriteRequest`."""
 
     spec: TableSpec
     location: TableLocation
