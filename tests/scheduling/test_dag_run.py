@@ -14,7 +14,6 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scheduling_support import ROOT
 
 HOUR_MS = 3_600_000
 
