@@ -1,7 +1,8 @@
 """Airflow DAGs of nsreplay: ``nsreplay_routes`` keeps the published NameServer route history
 current; ``nsreplay_maintenance`` keeps its files few and its storage bounded.
 
-One DAG run per data interval (T1, T2], four tasks, each one ``./spark-submit.sh`` call:
+``nsreplay_routes``: one DAG run per data interval (T1, T2], four tasks, each one
+``./spark-submit.sh`` call:
 
     ingest  ->  replay  ->  quality  ->  publish
 
