@@ -103,6 +103,10 @@ def nsreplay_settings(variable: object, params: object) -> dict[str, str]:
     return merged
 
 
+#: The start of every task's command: the run's settings as ``s`` (one Variable read).
+SETTINGS = "{% set s = nsreplay_settings(var.json.get('nsreplay', {}), params) %}"
+
+
 def settings_arguments() -> dict[str, object]:
     """The DAG arguments both DAGs read their settings through: a param per setting, the
     ``nsreplay_settings`` macro, the ``sh`` filter (shell quoting)."""
@@ -119,8 +123,8 @@ def settings_arguments() -> dict[str, object]:
 def submit(job_args: str) -> str:
     """The bash command of one task: ``spark-submit.sh`` with the run's settings (one Variable read)."""
     return (
-        "{% set s = nsreplay_settings(var.json.get('nsreplay', {}), params) %}"
-        "NSREPLAY_ENV={{ s.nsreplay_env | sh }} NSREPLAY_DELTA={{ s.delta | sh }} "
+        SETTINGS
+        + "NSREPLAY_ENV={{ s.nsreplay_env | sh }} NSREPLAY_DELTA={{ s.delta | sh }} "
         "{{ s.project_root | sh }}/spark-submit.sh {{ s.spark_args }} " + job_args
     )
 
@@ -132,8 +136,8 @@ def maintain(command: str) -> str:
     """The bash command of one maintenance task: the project's ``nsreplay`` command (Spark-free) on the
     run's warehouse, after the bootstrap that ``spark-submit.sh`` would do (instant once done)."""
     return (
-        "{% set s = nsreplay_settings(var.json.get('nsreplay', {}), params) %}"
-        "NSREPLAY_JVM_ARCHIVE=off {{ s.project_root | sh }}/scripts/bootstrap.sh && "
+        SETTINGS
+        + "NSREPLAY_JVM_ARCHIVE=off {{ s.project_root | sh }}/scripts/bootstrap.sh && "
         "NSREPLAY_ENV={{ s.nsreplay_env | sh }} {{ s.project_root | sh }}/.venv/bin/nsreplay " + command
         + " --warehouse {{ s.warehouse | sh }}"
     )
