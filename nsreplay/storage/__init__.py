@@ -10,12 +10,13 @@ Public API::
                                                                    version / history /
                                                                    committed / files / file_uris /
                                                                    column_bounds / file_statistics / files_written_by /
-                                                                   row_commits_since / vacuum / compact
+                                                                   row_commits_since / vacuum / compact /
+                                                                   remove_files
     DataFile(path, size, partition_values, num_records)           a data file, for Spark-free readers
     FileStatistics(file, columns).may_hold(column_range)          a data file and its columns' statistics
     SchemaMismatchError, TableNotFoundError, StorageError (+ VersionNotFoundError, ConcurrentCommitError,
     PredicateViolationError, BackendUnavailableError)
-    changes_rows(history_entry): whether a commit may change rows (not a vacuum's nor a compaction's)
+    changes_rows(history_entry): whether a commit may change rows (not a vacuum's, a compaction's nor a thinning's)
     native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files),
     arrow_types.range_filter(column_range)
 
@@ -34,7 +35,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.spec import COMPACTION_MODE, MAINTENANCE_OPERATIONS, ColumnRange, CommitInfo, CompactionResult, DataFile, FileStatistics, TableSpec, VacuumResult, app_transaction_id, changes_rows, schema_differences
+from nsreplay.storage.spec import COMPACTION_MODE, MAINTENANCE_OPERATIONS, THINNING_MODE, ColumnRange, CommitInfo, CompactionResult, DataFile, FileStatistics, TableSpec, VacuumResult, app_transaction_id, changes_rows, schema_differences
 from nsreplay.storage.warehouse import BACKENDS, Warehouse, sql_string
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "StorageError",
     "TableNotFoundError",
     "TableSpec",
+    "THINNING_MODE",
     "UnsupportedTypeError",
     "VacuumResult",
     "VersionNotFoundError",

@@ -134,6 +134,23 @@ class CompactRequest:
 
 
 @dataclass(frozen=True)
+class RemoveRequest:
+    """One prepared removal of whole data files from the table at ``location``: ``paths`` (absolute,
+    as :class:`~nsreplay.storage.spec.DataFile` gives them) must all be in the latest version; one
+    commit that removes them and adds nothing. The files stay on storage for the versions before it
+    until a vacuum. ``app_id``, ``txn_version``, ``user_metadata`` and ``write_id`` are as for
+    :class:`WriteRequest`."""
+
+    spec: TableSpec
+    location: TableLocation
+    paths: tuple[str, ...]
+    app_id: str
+    txn_version: int
+    user_metadata: str
+    write_id: str
+
+
+@dataclass(frozen=True)
 class Compacted:
     """What a backend's compaction committed: the version (``None``: ``app_id`` was there already,
     nothing written), the files written (relative to the table's root), their rows and bytes."""
@@ -200,6 +217,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def compact(self, request: CompactRequest) -> Compacted:
         """Carry out ``request`` (see :class:`CompactRequest`), or change nothing and raise."""
+
+    @abc.abstractmethod
+    def remove(self, request: RemoveRequest) -> int | None:
+        """Carry out ``request`` (see :class:`RemoveRequest`): the version committed, ``None`` when
+        ``app_id`` was there already; or change nothing and raise."""
 
     @abc.abstractmethod
     def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":

@@ -66,7 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nsreplay.storage.arrow_types import dataset, to_arrow_schema
-from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
+from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RemoveRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
@@ -352,8 +352,30 @@ class DeltaRsBackend(Backend):
             sum(a.size for a in adds),
         )
 
+    def remove(self, request: RemoveRequest) -> int | None:
+        spec, location = request.spec, request.location
+        table = self._open(location)  # the read snapshot of this transaction
+        read_version = table.version()
+        if table.transaction_version(request.app_id) is not None:
+            return None
+        active = {location.file_uri(f["relative"]): f for f in self._active_files(table, spec)}
+        gone = [path for path in request.paths if path not in active]
+        if gone:
+            raise ConcurrentCommitError(
+                f"table {spec.name!r}: {len(gone)} of the files to remove are not in its latest version (version "
+                f"{read_version}; e.g. {gone[0]}): another commit replaced them. Nothing was committed; try again."
+            )
+        now = _now_ms()
+        removes = [
+            RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"], partition_values=dict(f["partition_values"]))
+            for f in (active[path] for path in request.paths)
+        ]
+        if not self._commit(table, spec, list(removes), request, "this removal", read_version):
+            return None
+        return self._committed_version(location, request.write_id, read_version)
+
     def _commit(self, table: DeltaTable, spec: TableSpec, actions: list[AddAction | RemoveAction],
-                request: WriteRequest | CompactRequest, what: str, read_version: int) -> bool:
+                request: WriteRequest | CompactRequest | RemoveRequest, what: str, read_version: int) -> bool:
         """Commit ``actions`` with ``request``'s metadata and ``txn`` against the read snapshot
         ``table``: ``True`` when this commit made it, ``False`` when another writer committed the same
         app id meanwhile; :class:`ConcurrentCommitError` (naming ``what``) on any other conflict."""
@@ -559,7 +581,7 @@ def _file_stats(metadata: "pq.FileMetaData") -> dict[str, Any]:
     return stats
 
 
-def _commit_properties(request: WriteRequest | RestoreRequest | CompactRequest) -> CommitProperties:
+def _commit_properties(request: WriteRequest | RestoreRequest | CompactRequest | RemoveRequest) -> CommitProperties:
     """The commit's metadata (``userMetadata``) and the ``txn`` action that makes it idempotent."""
     return CommitProperties(
         custom_metadata={"userMetadata": request.user_metadata},

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
+from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RemoveRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
 from nsreplay.storage.errors import BackendUnavailableError, TableNotFoundError
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, retention_covering
 
@@ -208,6 +208,14 @@ class NativeDeltaBackend(Backend):
         raise BackendUnavailableError(
             "compaction is done by the delta-rs backend (Warehouse(root, None, 'delta-rs'), as `nsreplay compact` does); "
             "the tables it writes stay readable by delta-spark"
+        )
+
+    def remove(self, request: RemoveRequest) -> int | None:
+        # delta-spark removes rows by predicate (DELETE), not named files; `nsreplay thin-states`
+        # commits with delta-rs, and the tables stay readable by delta-spark.
+        raise BackendUnavailableError(
+            "removing named files is done by the delta-rs backend (Warehouse(root, None, 'delta-rs'), as `nsreplay thin-states` does); "
+            "the tables stay readable by delta-spark"
         )
 
     def vacuum(self, request: VacuumRequest) -> list[str]:

@@ -27,6 +27,7 @@ __all__ = [
     "CompactionResult",
     "MAINTENANCE_OPERATIONS",
     "COMPACTION_MODE",
+    "THINNING_MODE",
     "changes_rows",
     "bounds_by_partition",
     "retention_covering",
@@ -51,16 +52,23 @@ MAINTENANCE_OPERATIONS = frozenset({"VACUUM START", "VACUUM END"})
 #: The ``mode`` (commit metadata) of a compaction's commit: it rewrites files and changes no row.
 COMPACTION_MODE = "compact"
 
+#: The ``mode`` of a commit that thins ``gold.replay_state`` (``nsreplay thin-states``): it removes
+#: whole files of window-end states that no run resumes from by default (a run that needs one resumes
+#: from an earlier state kept and replays the range again). No reader of the published history reads
+#: those rows, so, like a compaction, it is not taken for another run's writes.
+THINNING_MODE = "thin-states"
+
 
 def changes_rows(entry: Mapping[str, Any]) -> bool:
-    """Whether a commit, as ``Warehouse.history`` lists it, may change the table's rows: every commit
-    but a vacuum's (:data:`MAINTENANCE_OPERATIONS`) and a compaction's (``mode``
-    :data:`COMPACTION_MODE`), which only delete or rewrite files.
+    """Whether a commit, as ``Warehouse.history`` lists it, may change the table's rows as a run or a
+    reader of the published history sees them: every commit but a vacuum's
+    (:data:`MAINTENANCE_OPERATIONS`), a compaction's (``mode`` :data:`COMPACTION_MODE`), which only
+    delete or rewrite files, and a thinning of the replay states (:data:`THINNING_MODE`).
 
     >>> changes_rows({"operation": "WRITE", "mode": "overwrite"}), changes_rows({"operation": "VACUUM END", "mode": None})
     (True, False)
     """
-    return entry.get("operation") not in MAINTENANCE_OPERATIONS and entry.get("mode") != COMPACTION_MODE
+    return entry.get("operation") not in MAINTENANCE_OPERATIONS and entry.get("mode") not in (COMPACTION_MODE, THINNING_MODE)
 
 _NAME_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Characters Delta (without column mapping) and Parquet refuse in column names.

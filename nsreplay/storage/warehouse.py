@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nsreplay.storage.backend import Backend, CompactRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, spark_of
+from nsreplay.storage.backend import Backend, CompactRequest, RemoveRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, spark_of
 from nsreplay.storage.errors import (
     BackendUnavailableError,
     PredicateViolationError,
@@ -512,6 +512,47 @@ class Warehouse:
             return CompactionResult(removed, (), 0, before, 0, None, False)
         log.info("table %s: compacted %d files into %d (version %d)", spec.name, sum(len(g) for g in removed), len(done.added), done.version)
         return CompactionResult(removed, done.added, done.rows, before, done.bytes, done.version, False)
+
+    def remove_files(self, spec: TableSpec, files: Sequence[DataFile], *, mode: str, commit: CommitInfo) -> int | None:
+        """Remove whole data files from the table's latest version, in one commit that adds nothing:
+        their rows leave the latest version; every earlier version still reads them until a vacuum
+        deletes the files. ``files`` as :meth:`files` or :meth:`file_statistics` listed them; ``mode``
+        is the commit's ``mode`` (e.g. :data:`~nsreplay.storage.spec.THINNING_MODE`, which
+        :meth:`row_commits_since` does not count). The caller decides that no reader of the
+        published versions needs those rows.
+
+        Returns the version committed; ``None`` when ``files`` is empty or this (job, run id) removed
+        them before (idempotent, as :meth:`append`). A file no longer in the latest version (a
+        concurrent commit replaced it), or a conflicting concurrent commit, raises
+        :class:`ConcurrentCommitError` and commits nothing. The delta-rs backend only
+        (:class:`BackendUnavailableError` on delta-spark).
+        """
+        _check_spec(spec)
+        files = list(files)
+        if not all(isinstance(f, DataFile) for f in files):
+            raise ValueError("files to remove must be DataFile")
+        if len({f.path for f in files}) != len(files):
+            raise ValueError("a file to remove is named twice")
+        if not isinstance(mode, str) or not mode:
+            raise ValueError(f"mode must be a non-empty string, got {mode!r}")
+        _check_commit(commit)
+        location = self._existing(spec)
+        if not files:
+            return None
+        write_id = uuid.uuid4().hex
+        metadata = commit.to_metadata()
+        metadata.update({"mode": mode, "predicate": None, "write_id": write_id, "removed_files": len(files)})
+        version = self._backend.remove(
+            RemoveRequest(
+                spec=spec, location=location, paths=tuple(f.path for f in files), app_id=commit.app_id, txn_version=TXN_VERSION,
+                user_metadata=json.dumps(metadata, sort_keys=True, separators=(",", ":")), write_id=write_id,
+            )
+        )
+        if version is None:
+            log.info("table %s: removal %r was already committed; skipped", spec.name, commit.run_id)
+        else:
+            log.info("table %s: removed %d files (version %d, mode %s)", spec.name, len(files), version, mode)
+        return version
 
     def vacuum(
         self, spec: TableSpec, *, retention_hours: int, keep_versions: Sequence[int] = (), dry_run: bool = True,

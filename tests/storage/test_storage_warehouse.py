@@ -34,6 +34,7 @@ from nsreplay.storage import (
     StorageError,
     TableNotFoundError,
     TableSpec,
+    THINNING_MODE,
     VersionNotFoundError,
     Warehouse,
     dataset,
@@ -1057,3 +1058,31 @@ def test_a_compaction_sorts_by_several_columns_in_turn(wh: Warehouse, spark) -> 
     pairs = list(zip(merged.column("at").to_pylist(), merged.column("ts").to_pylist()))
     assert pairs == sorted(pairs) and pairs != sorted(pairs, key=lambda p: p[1])  # by at, then ts: not by ts alone
     assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
+
+
+def test_removing_named_files_drops_exactly_their_rows_and_is_not_counted_as_a_run_write(wh: Warehouse, spark) -> None:
+    for batch in (1, 2, 3):
+        wh.append(COMPACTED, compacted_rows(spark, batch), commit(f"w{batch}"))
+    expected = wh.read(COMPACTED)
+    gone = [f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "50%"]
+    assert len(gone) == 3
+
+    assert wh.remove_files(COMPACTED, [], mode=THINNING_MODE, commit=commit("t0", job="thin-states")) is None  # nothing: no commit
+    version = wh.remove_files(COMPACTED, gone[:2], mode=THINNING_MODE, commit=commit("t1", job="thin-states"))
+    assert version == 4 and wh.version(COMPACTED) == 4
+    removed_ts = sorted(pq.read_table(f.path).column("ts").to_pylist()[0] for f in gone[:2])
+    assert_same(wh.read(COMPACTED).drop("attrs"), expected.where(~((F.col("namesrv") == "50%") & F.col("ts").isin(removed_ts))).drop("attrs"))
+    assert_same(wh.read(COMPACTED, version=3).drop("attrs"), expected.drop("attrs"))  # the version before reads as before
+    assert all(os.path.exists(f.path) for f in gone)  # on storage until a vacuum
+    entry = wh.history(COMPACTED, limit=1)[0]
+    assert (entry["mode"], entry["job"], entry["run_id"]) == (THINNING_MODE, "thin-states", "t1")
+    assert wh.row_commits_since(COMPACTED, 3) == []  # not taken for another run's writes
+
+    assert wh.remove_files(COMPACTED, gone[:2], mode=THINNING_MODE, commit=commit("t1", job="thin-states")) is None  # the same run: done
+    with pytest.raises(ConcurrentCommitError, match="not in its latest version"):
+        wh.remove_files(COMPACTED, gone[1:], mode=THINNING_MODE, commit=commit("t2", job="thin-states"))
+    with pytest.raises(ValueError, match="named twice"):
+        wh.remove_files(COMPACTED, [gone[2], gone[2]], mode=THINNING_MODE, commit=commit("t2", job="thin-states"))
+    with pytest.raises(ValueError, match="mode"):
+        wh.remove_files(COMPACTED, gone[2:], mode="", commit=commit("t2", job="thin-states"))
+    assert wh.version(COMPACTED) == 4
