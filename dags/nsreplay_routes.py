@@ -16,18 +16,21 @@ Scheduling only: every decision about data lives in the jobs. Run ids come from 
 jobs (idempotent per run id) do not duplicate anything. Windows build on their predecessor's published
 state, hence ``max_active_runs=1`` and ``depends_on_past``. See docs/operations.md.
 
-``nsreplay_maintenance``: once a day (no catch-up: a missed day is done by the next one), two
+``nsreplay_maintenance``: once a day (no catch-up: a missed day is done by the next one), three
 tasks, each one call of the project's ``nsreplay`` command (no Spark; ``.venv`` is bootstrapped
 first, as ``spark-submit.sh`` does):
 
-    compact  ->  vacuum
+    compact      ->  vacuum
+    thin_states  ->
 
-* ``compact``  nsreplay compact: merges the small files of the settled, published history.
-* ``vacuum``   nsreplay vacuum: deletes the files no retained version names (the merged ones among
-  them, once the retention of ``[vacuum]`` in ``conf/`` has passed); it runs even when ``compact``
-  failed.
+* ``compact``      nsreplay compact: merges the small files of the settled, published history.
+* ``thin_states``  nsreplay thin-states: removes the replay states of window ends that no run resumes
+  from by default (``[thin_states]`` in ``conf/`` says which are kept).
+* ``vacuum``       nsreplay vacuum: deletes the files no retained version names (the merged and the
+  thinned ones among them, once the retention of ``[vacuum]`` has passed); it runs even when one of
+  the others failed.
 
-Both may run while a window of ``nsreplay_routes`` runs (docs/operations.md, "Compaction").
+All may run while a window of ``nsreplay_routes`` runs (docs/operations.md, "Compaction").
 
 Settings. At parse time (environment of the DAG processor/scheduler; no database access):
 ``NSREPLAY_SCHEDULE`` (cron or preset, default ``@hourly``), ``NSREPLAY_START_DATE`` (ISO-8601, start
@@ -201,7 +204,7 @@ with DAG(
 
 with DAG(
     dag_id=MAINTENANCE_DAG_ID,
-    description="Merge the published route history's small files, then delete the files no reader needs",
+    description="Merge the published route history's small files, thin the replay states, then delete the files no reader needs",
     schedule=MAINTENANCE_SCHEDULE,
     start_date=START_DATE,
     catchup=False,  # each run does all there is to do: a missed day is done by the next run
@@ -218,11 +221,12 @@ with DAG(
     doc_md=__doc__,
 ) as maintenance:
     compact = BashOperator(task_id="compact", bash_command=maintain("compact"), execution_timeout=timedelta(hours=2))
+    thin_states = BashOperator(task_id="thin_states", bash_command=maintain("thin-states"), execution_timeout=timedelta(hours=1))
     vacuum = BashOperator(
         task_id="vacuum",
         bash_command=maintain("vacuum"),
         execution_timeout=timedelta(hours=1),
-        trigger_rule="all_done",  # the files to delete do not wait for a compaction that failed
+        trigger_rule="all_done",  # the files to delete do not wait for a compaction or a thinning that failed
     )
 
-    compact >> vacuum
+    [compact, thin_states] >> vacuum

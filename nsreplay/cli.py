@@ -293,6 +293,36 @@ def _run_compact(args: argparse.Namespace) -> int:
     return 1 if any(r.error is not None for r in results) else 0
 
 
+def _add_thin_states(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("thin-states", help="remove the replay states no run resumes from by default (gold.replay_state)")
+    p.add_argument("--warehouse", required=True)
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed; commit nothing")
+    p.add_argument("--keep-recent-hours", type=int, help="keep every window end this long before the latest publish's end "
+                   "(default: [thin_states] keep_recent_hours, 168)")
+    p.add_argument("--checkpoint-hours", type=int, help="before that, keep the last window end of each such UTC-aligned span "
+                   "(default: [thin_states] checkpoint_hours, 24)")
+    p.set_defaults(func=_run_thin_states)
+
+
+def _run_thin_states(args: argparse.Namespace) -> int:
+    from nsreplay.config import load_settings
+    from nsreplay.runtime import UsageError, new_run_id
+    from nsreplay.state_thinning import Policy, render, thin_states
+    from schemas.gold import REPLAY_STATE
+
+    settings = load_settings()
+    recent = settings.thin_states.keep_recent_hours if args.keep_recent_hours is None else args.keep_recent_hours
+    span = settings.thin_states.checkpoint_hours if args.checkpoint_hours is None else args.checkpoint_hours
+    if recent < 0 or span < 1:
+        raise UsageError(f"--keep-recent-hours must be >= 0 and --checkpoint-hours >= 1 (got {recent}, {span})")
+    root, warehouse = _maintained_warehouse(args.warehouse, [REPLAY_STATE])
+    result = thin_states(warehouse, Policy(recent * 3_600_000, span * 3_600_000), dry_run=args.dry_run, run_id=new_run_id("thin-states"))
+    print(f"thinning of {root}: every window end of the last {recent} h kept, then one per {span} h"
+          + (" (dry run: nothing removed)" if args.dry_run else ""))
+    print(render(result))
+    return 1 if result.error is not None else 0
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the published route history over HTTP (and the RocketMQ remoting protocol)")
     p.add_argument("--warehouse", required=True, help="warehouse root (the latest published run is served)")
@@ -335,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backfill(sub)
     _add_vacuum(sub)
     _add_compact(sub)
+    _add_thin_states(sub)
     _add_bench(sub)
     return parser
 

@@ -89,6 +89,12 @@ class CompactConfig:
 
 
 @dataclass(frozen=True)
+class ThinStatesConfig:
+    keep_recent_hours: int
+    checkpoint_hours: int
+
+
+@dataclass(frozen=True)
 class DemoConfig:
     preset: str
     seed: int
@@ -105,6 +111,7 @@ class Settings:
     replay: ReplayConfig
     vacuum: VacuumConfig
     compact: CompactConfig
+    thin_states: ThinStatesConfig
     demo: DemoConfig
 
     def spark_defaults_files(self) -> list[Path]:
@@ -157,6 +164,12 @@ def _validate(settings: Settings) -> None:
         value = getattr(settings.compact, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"[compact] {name} must be a positive integer")
+    if isinstance(settings.thin_states.keep_recent_hours, bool) or not isinstance(settings.thin_states.keep_recent_hours, int) \
+            or settings.thin_states.keep_recent_hours < 0:
+        raise ConfigError("[thin_states] keep_recent_hours must be an integer >= 0")
+    if isinstance(settings.thin_states.checkpoint_hours, bool) or not isinstance(settings.thin_states.checkpoint_hours, int) \
+            or settings.thin_states.checkpoint_hours <= 0:
+        raise ConfigError("[thin_states] checkpoint_hours must be a positive integer")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 
@@ -184,6 +197,7 @@ def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Setti
         replay=_section(ReplayConfig, raw, "replay"),
         vacuum=_section(VacuumConfig, raw, "vacuum"),
         compact=_section(CompactConfig, raw, "compact"),
+        thin_states=_section(ThinStatesConfig, raw, "thin_states"),
         demo=_section(DemoConfig, raw, "demo"),
     )
     _validate(settings)

@@ -49,3 +49,29 @@ def demo_published(spark, tmp_path_factory) -> tuple[Path, str]:
     from published import build_published, clean_preset
 
     return build_published(spark, tmp_path_factory, clean_preset("demo"), "demo")
+
+
+@pytest.fixture(scope="session")
+def windowed(spark, tmp_path_factory) -> tuple[str, list[int]]:
+    """A tiny capture replayed and published in three windows, its last part left for a fourth:
+    (warehouse root, the four window ends). Read-only for tests: copy it to change it."""
+    from nsreplay.config import load_settings
+    from nsreplay.generator import generate
+    from nsreplay.storage import Warehouse
+    from pipelines.ingest.run import run_ingest
+    from pipelines.replay.run import run_replay
+    from published import clean_preset
+    from schemas.silver import EVENTS
+
+    capture = tmp_path_factory.mktemp("windowed-capture")
+    generate(clean_preset("tiny"), capture, workers=1)
+    root = str(tmp_path_factory.mktemp("windowed-wh"))
+    warehouse = Warehouse(root, spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "windowed-ingest")
+    low, high = warehouse.column_bounds(EVENTS, "ts")[None]
+    ends = [low + (high - low) * k // 4 for k in (1, 2, 3)] + [high]
+    after = None
+    for i, end in enumerate(ends[:3]):
+        run_replay(spark, warehouse, load_settings(), f"w{i}", window_from=after, window_to=end)
+        after = end
+    return root, ends

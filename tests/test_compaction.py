@@ -15,15 +15,12 @@ from chispa import assert_df_equality
 
 from nsreplay.compaction import HISTORY_TABLES, JOB, Policy, compact_warehouse, plan_groups
 from nsreplay.config import load_settings
-from nsreplay.generator import generate
 from nsreplay.history import PublishedHistory, latest_publish_row
 from nsreplay.storage import COMPACTION_MODE, CommitInfo, ConcurrentCommitError, DataFile, FileStatistics, Warehouse
-from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import latest_publish, owned_rows, replay_window, run_backfill, run_replay
 from pipelines.replay.windows import Window
-from published import clean_preset, plain
+from published import plain
 from schemas.gold import BROKER_LIVE_INTERVALS, REPLAY_TABLES, ROUTE_CHANGES
-from schemas.silver import EVENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = Policy(target_bytes=128 << 20, span_ms=24 * 3_600_000, row_group_rows=1_000)
@@ -73,24 +70,6 @@ def test_every_compacted_table_settles_by_the_column_its_windows_own_rows_by() -
 
 
 # -- on a warehouse of several published windows ---------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def windowed(spark, tmp_path_factory) -> tuple[str, list[int]]:
-    """A tiny capture replayed and published in three windows, its last part left for a fourth:
-    (warehouse root, the four window ends)."""
-    capture = tmp_path_factory.mktemp("compact-capture")
-    generate(clean_preset("tiny"), capture, workers=1)
-    root = str(tmp_path_factory.mktemp("compact-wh"))
-    warehouse = Warehouse(root, spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(capture), "compact-ingest")
-    low, high = warehouse.column_bounds(EVENTS, "ts")[None]
-    ends = [low + (high - low) * k // 4 for k in (1, 2, 3)] + [high]
-    after = None
-    for i, end in enumerate(ends[:3]):
-        run_replay(spark, warehouse, load_settings(), f"w{i}", window_from=after, window_to=end)
-        after = end
-    return root, ends
 
 
 def copy(root: str, target: Path, spark) -> Warehouse:

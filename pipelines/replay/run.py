@@ -220,8 +220,9 @@ def resolve_start(after: int | None, origins: Mapping[str, int], ends: Mapping[i
         have = ", ".join(str(t) for t in sorted(ends)[-3:]) or "none"
         raise MissingPredecessorError(
             f"no published replay state at {after}: the window ending there has not been published "
-            f"(the latest published window ends at or before it: {have}); run that window first, or run "
-            f"jobs/rebuild_routes.py with --from-last-good to replay from the last published state before it"
+            f"(the latest published window ends at or before it: {have}), or its state was thinned (nsreplay "
+            f"thin-states); run that window first, or run jobs/rebuild_routes.py with --from-last-good to replay "
+            f"from the last published state before it"
         )
     for t in sorted((t for t in ends if t < after), reverse=True):
         if complete(t):
@@ -546,7 +547,10 @@ def run_backfill(
 ) -> list[ReplayResult]:
     """Re-run every window of ``(start, end]`` in order (each replayed, checked and published), cut
     where the published windows were cut (:func:`backfill_windows`); ``end`` defaults to the end of
-    the published coverage."""
+    the published coverage. When the published states at ``start`` are gone (``nsreplay
+    thin-states`` keeps a checkpoint a day of older window ends), the first run resumes from the
+    latest state kept before ``start`` (or the first record) and replays that range too, as
+    ``from_last_good`` does: the rows are the same, the first run longer."""
     if end is None:
         published = latest_publish(warehouse)
         if published is None:
@@ -554,7 +558,7 @@ def run_backfill(
         end = max(to for _, to, _ in published.coverage.values())
     results = []
     for i, (after, until) in enumerate(backfill_windows(warehouse, start, end)):
-        results.append(run_replay(spark, warehouse, settings, f"{run_prefix}-{i:04d}", window_from=after, window_to=until))
+        results.append(run_replay(spark, warehouse, settings, f"{run_prefix}-{i:04d}", window_from=after, window_to=until, from_last_good=i == 0))
     return results
 
 

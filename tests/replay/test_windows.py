@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from nsreplay.config import load_settings
 from nsreplay.generator import generate
 from nsreplay.history import PublishedHistory
+from nsreplay.state_thinning import Policy, thin_states
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import MissingPredecessorError, latest_publish, replay_window, run_backfill, run_replay
@@ -261,6 +262,40 @@ def test_late_file_is_detected_and_backfill_repairs_the_history(spark, without_l
 
     results = run_backfill(spark, warehouse, load_settings(), "backfill", start=cuts["restart"])
     assert [(r.resumed_from, r.window_to) for r in results] == [(windows[0], windows[1]), (windows[1], windows[2])]
+    assert open_stale(warehouse) == []
+    assert_same_history(full, warehouse)
+
+
+def state_ends(warehouse: Warehouse, version: int | None = None) -> set[int]:
+    return {r.window_to for r in warehouse.read(REPLAY_STATE, version=version).select("window_to").distinct().collect()}
+
+
+def test_thinned_states_are_not_put_back_and_a_backfill_resumes_before_them(spark, without_late, full, cuts, tmp_path) -> None:
+    """`nsreplay thin-states` removes the states of window ends the policy does not keep. The next
+    replay does not take that commit for another run's writes (it would put them back), and a backfill
+    whose start state is gone resumes from the latest state kept before it: the same history."""
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
+    windows = [cuts["restart"], cuts["inside_expiry"], cuts["end"]]
+    assert state_ends(warehouse) == set(windows)
+    published = latest_publish(warehouse)
+    policy = Policy(keep_recent_ms=0, checkpoint_ms=10**13)  # one span: only the latest end is kept
+
+    planned = thin_states(Warehouse(warehouse.root, None, "delta-rs"), policy, dry_run=True, run_id="thin-dry")
+    assert (planned.ends, planned.kept, planned.version, planned.latest) == (3, 1, None, cuts["end"])
+    assert planned.removed_files > 0 and planned.removed_files < planned.files and state_ends(warehouse) == set(windows)
+    done = thin_states(Warehouse(warehouse.root, None, "delta-rs"), policy, dry_run=False, run_id="thin")
+    assert (done.removed_files, done.removed_bytes) == (planned.removed_files, planned.removed_bytes) and done.version is not None
+    assert state_ends(warehouse) == {cuts["end"]}
+    assert state_ends(warehouse, published.versions[REPLAY_STATE.name]) == set(windows)  # the published version reads as before
+    assert latest_publish(warehouse) == published
+
+    # the last window again: it resumes from the published state at its start, and leaves the thinning in place
+    run_replay(spark, warehouse, load_settings(), "last-again", window_from=windows[1], window_to=windows[2])
+    assert state_ends(warehouse) == state_ends(warehouse, latest_publish(warehouse).versions[REPLAY_STATE.name]) == {cuts["end"]}
+
+    run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
+    results = run_backfill(spark, warehouse, load_settings(), "backfill", start=windows[0])
+    assert [(r.resumed_from, r.window_to) for r in results] == [(None, windows[1]), (windows[1], windows[2])]
     assert open_stale(warehouse) == []
     assert_same_history(full, warehouse)
 

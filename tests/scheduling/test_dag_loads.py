@@ -60,20 +60,21 @@ def test_dag_imports_with_expected_shape(airflow):
         assert "--run-id routes-{{ data_interval_start | ts_nodash }}" in command
 
 
-def test_maintenance_dag_compacts_then_vacuums_daily_without_catch_up(airflow):
+def test_maintenance_dag_compacts_and_thins_then_vacuums_daily_without_catch_up(airflow):
     dag = load(airflow)["dags"]["nsreplay_maintenance"]
     assert dag["catchup"] is False and dag["max_active_runs"] == 1 and dag["periodic"]
     assert dag["dagrun_timeout"] and dag["has_doc"] and "maintenance" in dag["tags"]
     assert {"warehouse", "nsreplay_env"} <= set(dag["params"])
     tasks = dag["tasks"]
-    assert sorted(tasks) == ["compact", "vacuum"]
-    assert tasks["compact"]["downstream"] == ["vacuum"] and tasks["vacuum"]["upstream"] == ["compact"]
-    assert tasks["vacuum"]["trigger_rule"] == "all_done" and tasks["compact"]["trigger_rule"] == "all_success"
+    assert sorted(tasks) == ["compact", "thin_states", "vacuum"]
+    assert tasks["compact"]["downstream"] == tasks["thin_states"]["downstream"] == ["vacuum"]
+    assert sorted(tasks["vacuum"]["upstream"]) == ["compact", "thin_states"] and tasks["compact"]["upstream"] == tasks["thin_states"]["upstream"] == []
+    assert tasks["vacuum"]["trigger_rule"] == "all_done" and tasks["compact"]["trigger_rule"] == tasks["thin_states"]["trigger_rule"] == "all_success"
     for task_id, task in tasks.items():
         assert task["type"] == "BashOperator" and task["retries"] >= 1 and task["execution_timeout"] > 0, task_id
         assert task["depends_on_past"] is False, task_id
         assert "spark-submit.sh" not in task["bash_command"], task_id  # Spark-free
-        assert f"/.venv/bin/nsreplay {task_id} --warehouse" in task["bash_command"], task_id
+        assert f"/.venv/bin/nsreplay {task_id.replace('_', '-')} --warehouse" in task["bash_command"], task_id
 
 
 def test_maintenance_settings_render_into_the_commands(airflow):

@@ -88,22 +88,29 @@ def test_one_window_end_to_end(airflow, tmp_path):
 
 
 def test_the_maintenance_dag_compacts_then_vacuums_a_published_warehouse(airflow, demo_published, tmp_path):
-    """`airflow dags test nsreplay_maintenance`: both tasks run the project's command on the Variable's
-    warehouse (a copy of the published demo); the files merged are those a dry run plans, each
-    group becomes one file, and the published history reads the same rows afterwards (the vacuum
-    keeps the files of the published versions)."""
+    """`airflow dags test nsreplay_maintenance`: the three tasks run the project's command on the
+    Variable's warehouse (a copy of the published demo); the files merged are those a dry run plans,
+    each group becomes one file, the replay states thinned are those a dry run plans, and the
+    published history reads the same rows afterwards (the vacuum keeps the files of the published
+    versions)."""
     import shutil
 
     from nsreplay.compaction import HISTORY_TABLES, Policy, compact_warehouse
     from nsreplay.config import load_settings
     from nsreplay.history import PublishedHistory
+    from nsreplay.state_thinning import Policy as ThinningPolicy
+    from nsreplay.state_thinning import thin_states
     from nsreplay.storage import Warehouse
+    from schemas.gold import REPLAY_STATE
 
     root = tmp_path / "wh"
     shutil.copytree(demo_published[1], root)
     warehouse = Warehouse(str(root), None, "delta-rs")
     planned = {r.table: r.result for r in compact_warehouse(warehouse, Policy.from_config(load_settings().compact), dry_run=True, run_id="plan")}
     files_before = {spec.name: len(warehouse.files(spec)) for spec, _ in HISTORY_TABLES}
+    thinning = thin_states(warehouse, ThinningPolicy.from_config(load_settings().thin_states), dry_run=True, run_id="plan")
+    states_before = len(warehouse.files(REPLAY_STATE))
+    assert thinning.error is None and thinning.skipped is None and thinning.files == states_before
     assert sum(len(r.removed) for r in planned.values() if r) > 0  # something to merge, or the test proves nothing
     history = PublishedHistory(str(root))
     instants = {c.namesrv: [c.from_ts, (c.from_ts + c.to_ts) // 2, c.to_ts] for c in history.coverage()}
@@ -115,9 +122,10 @@ def test_the_maintenance_dag_compacts_then_vacuums_a_published_warehouse(airflow
     log = result.stdout + result.stderr
     finished = [line for line in log.splitlines() if "DagRun Finished" in line]
     assert result.returncode == 0 and finished and "state=success" in finished[-1], log[-6000:]
-    for task_id in ("compact", "vacuum"):
+    for task_id in ("compact", "thin_states", "vacuum"):
         assert f"end task task_id={task_id}" in log
-    assert f"compaction of {root}" in log and f"vacuum of {root}" in log, log[-6000:]
+    assert f"compaction of {root}" in log and f"thinning of {root}" in log and f"vacuum of {root}" in log, log[-6000:]
+    assert len(warehouse.files(REPLAY_STATE)) == states_before - thinning.removed_files
 
     for spec, _ in HISTORY_TABLES:
         merged = planned[spec.name]
