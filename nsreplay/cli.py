@@ -308,14 +308,14 @@ def _run_thin_states(args: argparse.Namespace) -> int:
     from nsreplay.config import load_settings
     from nsreplay.runtime import UsageError, new_run_id
     from nsreplay.state_thinning import Policy, render, thin_states
-    from schemas.gold import REPLAY_STATE
+    from nsreplay.vacuum import WAREHOUSE_TABLES
 
     settings = load_settings()
     recent = settings.thin_states.keep_recent_hours if args.keep_recent_hours is None else args.keep_recent_hours
     span = settings.thin_states.checkpoint_hours if args.checkpoint_hours is None else args.checkpoint_hours
     if recent < 0 or span < 1:
         raise UsageError(f"--keep-recent-hours must be >= 0 and --checkpoint-hours >= 1 (got {recent}, {span})")
-    root, warehouse = _maintained_warehouse(args.warehouse, [REPLAY_STATE])
+    root, warehouse = _maintained_warehouse(args.warehouse, WAREHOUSE_TABLES)  # without replay_state: "nothing done"
     result = thin_states(warehouse, Policy(recent * 3_600_000, span * 3_600_000), dry_run=args.dry_run, run_id=new_run_id("thin-states"))
     print(f"thinning of {root}: every window end of the last {recent} h kept, then one per {span} h"
           + (" (dry run: nothing removed)" if args.dry_run else ""))
