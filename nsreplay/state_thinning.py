@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import format_ms, format_size
-from nsreplay.storage import THINNING_MODE, CommitInfo, StorageError, Warehouse
+from nsreplay.storage import THINNING_MODE, CommitInfo, DataFile, StorageError, Warehouse
 from schemas.gold import REPLAY_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,7 +128,7 @@ def thin_states(warehouse: Warehouse, policy: Policy, *, dry_run: bool, run_id: 
                 skipped=f"run {pending[-1]['run_id']!r} wrote it after the latest publish: thin once a run publishes",
             )
         files = warehouse.file_statistics(REPLAY_STATE, ("window_to",))
-        single = {}
+        single: dict[int, list[DataFile]] = {}  # window end -> the files holding its states and nothing else
         mixed = 0
         for f in files:
             _, low, high = f.columns.get("window_to", (None, None, None))
@@ -136,7 +136,7 @@ def thin_states(warehouse: Warehouse, policy: Policy, *, dry_run: bool, run_id: 
                 mixed += 1
             elif low <= latest:
                 single.setdefault(low, []).append(f.file)
-        keep = kept_ends(single, latest, policy)
+        keep = kept_ends(single.keys(), latest, policy)
         drop = [f for end, group in sorted(single.items()) if end not in keep for f in group]
         committed = None
         if not dry_run:

@@ -370,7 +370,7 @@ class DeltaRsBackend(Backend):
             RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"], partition_values=dict(f["partition_values"]))
             for f in (active[path] for path in request.paths)
         ]
-        if not self._commit(table, spec, list(removes), request, "this removal", read_version):
+        if not self._commit(table, spec, removes, request, "this removal", read_version):
             return None
         return self._committed_version(location, request.write_id, read_version)
 
