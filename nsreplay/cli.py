@@ -272,7 +272,7 @@ def _maintained_warehouse(path: str, specs):
 
 
 def _add_compact(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compact", help="merge the small files of the published history's settled rows; no row changes")
+    p = sub.add_parser("compact", help="merge the small files of the published history's settled rows and of the ledgers; no row changes")
     p.add_argument("--warehouse", required=True)
     p.add_argument("--dry-run", action="store_true", help="list what would be merged; write nothing")
     p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every history table)")
@@ -280,14 +280,20 @@ def _add_compact(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_compact(args: argparse.Namespace) -> int:
-    from nsreplay.compaction import HISTORY_TABLES, Policy, compact_warehouse, render
+    from nsreplay.compaction import HISTORY_TABLES, LEDGER_TABLES, LedgerPolicy, Policy, compact_ledgers, compact_warehouse, render
     from nsreplay.config import load_settings
     from nsreplay.runtime import new_run_id
 
     settings = load_settings()
-    tables = _chosen_tables(args.tables, {spec.name: (spec, column) for spec, column in HISTORY_TABLES}, "a compacted table")
-    root, warehouse = _maintained_warehouse(args.warehouse, [spec for spec, _ in HISTORY_TABLES])
-    results = compact_warehouse(warehouse, Policy.from_config(settings.compact), dry_run=args.dry_run, run_id=new_run_id("compact"), tables=tables)
+    known = {spec.name: (spec, order) for spec, order in HISTORY_TABLES + LEDGER_TABLES}
+    chosen = {spec.name for spec, _ in _chosen_tables(args.tables, known, "a compacted table")}
+    history = [t for t in HISTORY_TABLES if t[0].name in chosen]
+    ledgers = [t for t in LEDGER_TABLES if t[0].name in chosen]
+    root, warehouse = _maintained_warehouse(args.warehouse, [spec for spec, _ in HISTORY_TABLES + LEDGER_TABLES])
+    run_id = new_run_id("compact")
+    results = compact_warehouse(warehouse, Policy.from_config(settings.compact), dry_run=args.dry_run, run_id=run_id, tables=history) if history else []
+    if ledgers:
+        results += compact_ledgers(warehouse, LedgerPolicy.from_config(settings.compact), dry_run=args.dry_run, run_id=run_id, tables=ledgers)
     print(f"compaction of {root}" + (" (dry run: nothing written)" if args.dry_run else ""))
     print(render(results, dry_run=args.dry_run))
     return 1 if any(r.error is not None for r in results) else 0

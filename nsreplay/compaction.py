@@ -1,4 +1,4 @@
-"""Compaction: merge the small files of the published route history, never changing a row.
+"""Compaction: merge the small files of the published route history and of the ledgers, never changing a row.
 
 Every window a replay publishes adds a few files to each gold history table per NameServer (a
 scheduled deployment: hundreds a window, hundreds of thousands in a few months). Each file costs a
@@ -26,8 +26,19 @@ merges them, table by table:
   published version (the shim, ``PublishedHistory``, SQL) keep reading its files, which a vacuum
   keeps (``nsreplay vacuum``); the next publish names the compacted version.
 
+* **The ledgers too.** The append-only tables that every ingest or replay reads whole
+  (:data:`LEDGER_TABLES`: the files each ingest read, the run log, and the register bodies stored
+  once by content) gain a few files a run: an hourly deployment's replay would open tens of
+  thousands of ``silver.topic_configs`` files after a year. :func:`compact_ledgers` merges every
+  file below ``ledger_file_mb`` (8 MB: their rows decompress to ~50 times that), largest first,
+  into files of at most that size, so each table keeps a file per few weeks of bodies plus the
+  day's new ones. Every committed row of them is final (an ingest's discard of an abandoned run
+  deletes by run id, from merged files as from any), so no publish is waited for.
+
     results = compact_warehouse(Warehouse(root, None, "delta-rs"), Policy.from_config(settings.compact),
                                 dry_run=True, run_id="compact-20261126T230000Z")
+    results += compact_ledgers(Warehouse(root, None, "delta-rs"), LedgerPolicy.from_config(settings.compact),
+                               dry_run=True, run_id="compact-20261126T230000Z")
     print(render(results, dry_run=True))
 """
 
@@ -39,12 +50,17 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import format_size
 from nsreplay.storage import CommitInfo, CompactionResult, DataFile, FileStatistics, StorageError, TableSpec, Warehouse
+from schemas.bronze import CAPTURE_BODIES, INGEST_FILES
 from schemas.gold import INTERVAL_TABLES, KEYFRAMES, ROUTE_CHANGES, ROUTE_FIDELITY, SCAN_TICKS
+from schemas.silver import INGEST_RUNS, TOPIC_CONFIGS
 
 if TYPE_CHECKING:  # pragma: no cover
     from nsreplay.config import CompactConfig
 
-__all__ = ["JOB", "HISTORY_TABLES", "SORT_ORDER", "Policy", "TableCompaction", "plan_groups", "compact_warehouse", "render"]
+__all__ = [
+    "JOB", "HISTORY_TABLES", "LEDGER_TABLES", "SORT_ORDER", "Policy", "LedgerPolicy", "TableCompaction", "plan_groups", "plan_ledger_groups",
+    "compact_warehouse", "compact_ledgers", "render",
+]
 
 #: The job name of a compaction's commits.
 JOB = "compact"
@@ -67,6 +83,16 @@ HISTORY_TABLES: tuple[tuple[TableSpec, str], ...] = (
 #: whole anyway (a keyframe is every key of one instant).
 SORT_ORDER: Mapping[str, tuple[str, ...]] = {KEYFRAMES.name: ("table", "key", "keyframe_ts")}
 
+#: The append-only tables read whole by every ingest (the files already read, the finished runs,
+#: the bodies already stored) or replay (the decoded bodies), each with the columns its merged files
+#: are sorted by.
+LEDGER_TABLES: tuple[tuple[TableSpec, tuple[str, ...]], ...] = (
+    (INGEST_FILES, ("mtime_ms", "source_file")),
+    (INGEST_RUNS, ("started_ms",)),
+    (CAPTURE_BODIES, ("body_ref",)),
+    (TOPIC_CONFIGS, ("body_id",)),
+)
+
 _HOUR_MS = 3_600_000
 
 
@@ -88,6 +114,25 @@ class Policy:
     @classmethod
     def from_config(cls, config: "CompactConfig") -> "Policy":
         return cls(config.target_file_mb << 20, config.span_hours * _HOUR_MS, config.row_group_rows)
+
+
+@dataclass(frozen=True)
+class LedgerPolicy:
+    """How the ledgers' files are merged: groups of files each below ``target_bytes``, at most
+    ``target_bytes`` a group, each written in row groups of at most ``row_group_rows`` rows."""
+
+    target_bytes: int
+    row_group_rows: int
+
+    def __post_init__(self) -> None:
+        for name in ("target_bytes", "row_group_rows"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LedgerPolicy.{name} must be a positive int, got {value!r}")
+
+    @classmethod
+    def from_config(cls, config: "CompactConfig") -> "LedgerPolicy":
+        return cls(config.ledger_file_mb << 20, config.ledger_row_group_rows)
 
 
 @dataclass(frozen=True)
@@ -137,6 +182,61 @@ def plan_groups(
         if len(current) > 1:
             groups.append(tuple(current))
     return groups
+
+
+def plan_ledger_groups(files: Sequence[DataFile], policy: LedgerPolicy) -> list[tuple[DataFile, ...]]:
+    """The groups of a ledger's ``files`` to merge, each into one file: the files below the target,
+    per partition, largest first (so the file merged the day before grows until it reaches the
+    target), each into the first group it fits in without taking it over the target; a group of one
+    file is no group. Pure.
+
+    >>> f = lambda name, size: DataFile(name, size, {}, 1)
+    >>> [[x.path for x in g] for g in plan_ledger_groups([f("a", 5), f("b", 60), f("c", 50), f("d", 1), f("e", 200)], LedgerPolicy(100, 10))]
+    [['b', 'a', 'd']]
+    """
+    buckets: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
+    for f in files:
+        if f.size < policy.target_bytes:
+            buckets.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    groups: list[tuple[DataFile, ...]] = []
+    for key in sorted(buckets, key=repr):
+        bins: list[list[DataFile]] = []
+        sizes: list[int] = []
+        for f in sorted(buckets[key], key=lambda f: (-f.size, f.path)):
+            fits = next((i for i, size in enumerate(sizes) if size + f.size <= policy.target_bytes), None)
+            if fits is None:
+                bins.append([f])
+                sizes.append(f.size)
+            else:
+                bins[fits].append(f)
+                sizes[fits] += f.size
+        groups += [tuple(members) for members in bins if len(members) > 1]
+    return groups
+
+
+def compact_ledgers(
+    warehouse: Warehouse, policy: LedgerPolicy, *, dry_run: bool, run_id: str,
+    tables: Sequence[tuple[TableSpec, tuple[str, ...]]] = LEDGER_TABLES,
+) -> list[TableCompaction]:
+    """Compact the ledger ``tables`` of ``warehouse`` (module docstring), one :class:`TableCompaction`
+    each, in order; a table that does not exist yet is skipped, one that fails is reported and the
+    others go on."""
+    commit = CommitInfo(run_id=run_id, job=JOB)
+    outcomes = []
+    for spec, order in tables:
+        if not warehouse.exists(spec):
+            outcomes.append(TableCompaction(spec.name, None, None, skipped="not created yet"))
+            continue
+        try:
+            files = warehouse.files(spec)
+            result = warehouse.compact(
+                spec, plan_ledger_groups(files, policy), sort_by=order, commit=commit, row_group_rows=policy.row_group_rows, dry_run=dry_run
+            )
+        except StorageError as exc:
+            outcomes.append(TableCompaction(spec.name, None, None, error=f"{type(exc).__name__}: {exc}"))
+            continue
+        outcomes.append(TableCompaction(spec.name, len(files), result))
+    return outcomes
 
 
 def compact_warehouse(

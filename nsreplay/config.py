@@ -86,6 +86,8 @@ class CompactConfig:
     target_file_mb: int
     span_hours: int
     row_group_rows: int
+    ledger_file_mb: int
+    ledger_row_group_rows: int
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[replay] max_window_days must be positive")
     if not 0 <= settings.vacuum.min_retention_hours <= settings.vacuum.retention_hours:
         raise ConfigError("[vacuum] needs 0 <= min_retention_hours <= retention_hours")
-    for name in ("target_file_mb", "span_hours", "row_group_rows"):
+    for name in ("target_file_mb", "span_hours", "row_group_rows", "ledger_file_mb", "ledger_row_group_rows"):
         value = getattr(settings.compact, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"[compact] {name} must be a positive integer")

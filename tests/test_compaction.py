@@ -1,6 +1,7 @@
-"""``nsreplay compact``: the small files of the settled history become a few sorted files, and no
-reader sees a difference: every gold table (whole, through Spark), every answer of the published
-history, and the next window's replay and publish are what they are without it."""
+"""``nsreplay compact``: the small files of the settled history and of the ledgers become a few
+sorted files, and no reader sees a difference: every gold table and every ledger (whole, through
+Spark), every answer of the published history, the next window's replay and publish, and the next
+ingest's skipping of the files it read before are what they are without it."""
 
 from __future__ import annotations
 
@@ -10,20 +11,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 
-from nsreplay.compaction import HISTORY_TABLES, JOB, Policy, compact_warehouse, plan_groups
+from nsreplay.compaction import HISTORY_TABLES, JOB, LEDGER_TABLES, LedgerPolicy, Policy, compact_ledgers, compact_warehouse, plan_groups, plan_ledger_groups
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory, latest_publish_row
 from nsreplay.storage import COMPACTION_MODE, CommitInfo, ConcurrentCommitError, DataFile, FileStatistics, Warehouse
+from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import latest_publish, owned_rows, replay_window, run_backfill, run_replay
 from pipelines.replay.windows import Window
 from published import plain
+from schemas.bronze import CAPTURE_BODIES, INGEST_FILES
 from schemas.gold import BROKER_LIVE_INTERVALS, REPLAY_TABLES, ROUTE_CHANGES
+from schemas.silver import EVENTS, TOPIC_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = Policy(target_bytes=128 << 20, span_ms=24 * 3_600_000, row_group_rows=1_000)
+LEDGER_POLICY = LedgerPolicy(target_bytes=8 << 20, row_group_rows=100)
 
 
 # -- planning (pure) -----------------------------------------------------------------------------
@@ -122,6 +128,21 @@ def test_compaction_changes_no_row_and_the_next_window_builds_on_it(windowed, sp
     again = compact_warehouse(compacted, POLICY, dry_run=False, run_id="compact-2")
     assert [r.result.removed for r in again] == [()] * len(HISTORY_TABLES)  # nothing left to merge
 
+    # The ledgers: each of their small files merged, the same rows (the next window reads the merged bodies).
+    ledger_files = {spec.name: len(compacted.files(spec)) for spec, _ in LEDGER_TABLES}
+    assert ledger_files[TOPIC_CONFIGS.name] > 1, ledger_files  # or this proves nothing
+    ledgers = {r.table: r for r in compact_ledgers(compacted, LEDGER_POLICY, dry_run=False, run_id="compact-1")}
+    for spec, order in LEDGER_TABLES:
+        r = ledgers[spec.name]
+        assert r.error is None and r.skipped is None, r
+        assert len(compacted.files(spec)) == (1 if ledger_files[spec.name] > 1 else ledger_files[spec.name]), spec.name
+        assert_df_equality(plain(plain_wh.read(spec)), plain(compacted.read(spec)), ignore_row_order=True, ignore_nullable=True)
+        if r.result.added:
+            assert compacted.history(spec, limit=1)[0]["mode"] == COMPACTION_MODE
+            merged_file = pq.read_table(compacted.files(spec)[0].path, columns=list(order))
+            assert merged_file.to_pylist() == sorted(merged_file.to_pylist(), key=lambda row: tuple(row[c] for c in order)), spec.name
+    assert [r.result.removed for r in compact_ledgers(compacted, LEDGER_POLICY, dry_run=False, run_id="compact-2")] == [()] * len(LEDGER_TABLES)
+
     # The next window: no restore over the compaction, a publish, and the same tables as without it.
     versions = {spec.name: compacted.version(spec) for spec in REPLAY_TABLES}
     for warehouse in (plain_wh, compacted):
@@ -136,6 +157,35 @@ def test_compaction_changes_no_row_and_the_next_window_builds_on_it(windowed, sp
     merged_files = {compacted.path(ROUTE_CHANGES) + "/" + p for p in results[ROUTE_CHANGES.name].result.added}
     assert merged_files <= set(compacted.file_uris(ROUTE_CHANGES, published))
     assert answers(str(tmp_path / "compacted")) == answers(str(tmp_path / "plain"))
+
+
+def test_an_ingest_after_the_ledgers_are_merged_skips_the_files_it_read_before(windowed, spark, tmp_path) -> None:
+    root, _ = windowed
+    warehouse = copy(root, tmp_path / "ledgers", spark)
+    compact_ledgers(warehouse, LEDGER_POLICY, dry_run=False, run_id="compact-1")
+    assert len(warehouse.files(INGEST_FILES)) == 1
+    read_before = {r.source_file for r in warehouse.read(INGEST_FILES).collect()}
+    versions = {spec.name: warehouse.version(spec) for spec in (EVENTS, CAPTURE_BODIES, TOPIC_CONFIGS)}
+
+    result = run_ingest(spark, warehouse, load_settings(), os.path.dirname(min(read_before)), "ingest-again")
+
+    assert (result.files_seen, result.files_read, result.files_skipped, result.accepted) == (len(read_before), 0, len(read_before), 0)
+    for spec in (EVENTS, CAPTURE_BODIES, TOPIC_CONFIGS):  # nothing added (an empty commit at most)
+        assert_df_equality(plain(warehouse.read(spec, version=versions[spec.name])), plain(warehouse.read(spec)), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_ledger_files_are_grouped_largest_first_per_partition_below_the_target() -> None:
+    def f(name: str, size: int, part: str | None = None) -> DataFile:
+        return DataFile(name, size, {} if part is None else {"p": part}, 1)
+
+    policy = LedgerPolicy(target_bytes=100, row_group_rows=10)
+    files = [f("a", 40), f("b", 100), f("c", 30), f("d", 35), f("e", 10, "x"), f("g", 20, "x"), f("h", 99, "y")]
+    # b is at the target: left alone; a and d fill a file, c would take it over: alone; e and g share
+    # their partition; h is alone in its own
+    assert names(plan_ledger_groups(files, policy)) == [["g", "e"], ["a", "d"]]
+    assert plan_ledger_groups([f("a", 40)], policy) == []
+    with pytest.raises(ValueError, match="LedgerPolicy"):
+        LedgerPolicy(0, 10)
 
 
 def test_a_backfill_over_a_compacted_day_rewrites_the_same_rows(windowed, spark, tmp_path) -> None:
