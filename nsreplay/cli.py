@@ -275,7 +275,7 @@ def _add_compact(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compact", help="merge the small files of the published history's settled rows and of the ledgers; no row changes")
     p.add_argument("--warehouse", required=True)
     p.add_argument("--dry-run", action="store_true", help="list what would be merged; write nothing")
-    p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every history table)")
+    p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every history table and ledger)")
     p.set_defaults(func=_run_compact)
 
 
