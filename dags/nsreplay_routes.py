@@ -23,8 +23,8 @@ first, as ``spark-submit.sh`` does):
     compact      ->  vacuum
     thin_states  ->
 
-* ``compact``      nsreplay compact: merges the small files of the settled, published history and
-  of the tables every run reads whole.
+* ``compact``      nsreplay compact: merges the small files of the settled, published history, of
+  the past days' events and capture lines, and of the tables every run reads whole.
 * ``thin_states``  nsreplay thin-states: removes the replay states of window ends that no run resumes
   from by default (``[thin_states]`` in ``conf/`` says which are kept).
 * ``vacuum``       nsreplay vacuum: deletes the files no retained version names (the merged and the

@@ -272,26 +272,35 @@ def _maintained_warehouse(path: str, specs):
 
 
 def _add_compact(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compact", help="merge the small files of the published history's settled rows and of the ledgers; no row changes")
+    p = sub.add_parser("compact", help="merge the small files of the published history's settled rows, of the past days' events and lines, and of the ledgers; no row changes")
     p.add_argument("--warehouse", required=True)
     p.add_argument("--dry-run", action="store_true", help="list what would be merged; write nothing")
-    p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every history table and ledger)")
+    p.add_argument("--table", action="append", dest="tables", metavar="NAME", help="only this table (repeatable; default: every history, daily and ledger table)")
     p.set_defaults(func=_run_compact)
 
 
 def _run_compact(args: argparse.Namespace) -> int:
-    from nsreplay.compaction import HISTORY_TABLES, LEDGER_TABLES, LedgerPolicy, Policy, compact_ledgers, compact_warehouse, render
+    from datetime import datetime, timezone
+
+    from nsreplay.compaction import (
+        DATED_TABLES, HISTORY_TABLES, LEDGER_TABLES, LedgerPolicy, Policy, compact_dated, compact_ledgers, compact_warehouse, render,
+    )
     from nsreplay.config import load_settings
     from nsreplay.runtime import new_run_id
 
     settings = load_settings()
-    known = {spec.name: (spec, order) for spec, order in HISTORY_TABLES + LEDGER_TABLES}
-    chosen = {spec.name for spec, _ in _chosen_tables(args.tables, known, "a compacted table")}
+    specs = [spec for spec, _ in HISTORY_TABLES] + [spec for spec, _, _ in DATED_TABLES] + [spec for spec, _ in LEDGER_TABLES]
+    chosen = {spec.name for spec in _chosen_tables(args.tables, {spec.name: spec for spec in specs}, "a compacted table")}
     history = [t for t in HISTORY_TABLES if t[0].name in chosen]
+    dated = [t for t in DATED_TABLES if t[0].name in chosen]
     ledgers = [t for t in LEDGER_TABLES if t[0].name in chosen]
-    root, warehouse = _maintained_warehouse(args.warehouse, [spec for spec, _ in HISTORY_TABLES + LEDGER_TABLES])
+    root, warehouse = _maintained_warehouse(args.warehouse, specs)
     run_id = new_run_id("compact")
-    results = compact_warehouse(warehouse, Policy.from_config(settings.compact), dry_run=args.dry_run, run_id=run_id, tables=history) if history else []
+    policy = Policy.from_config(settings.compact)
+    results = compact_warehouse(warehouse, policy, dry_run=args.dry_run, run_id=run_id, tables=history) if history else []
+    if dated:  # every day before today's (UTC): a scheduled ingest still writes to today's
+        today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        results += compact_dated(warehouse, policy, today=today, dry_run=args.dry_run, run_id=run_id, tables=dated)
     if ledgers:
         results += compact_ledgers(warehouse, LedgerPolicy.from_config(settings.compact), dry_run=args.dry_run, run_id=run_id, tables=ledgers)
     print(f"compaction of {root}" + (" (dry run: nothing written)" if args.dry_run else ""))

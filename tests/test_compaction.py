@@ -15,7 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 
-from nsreplay.compaction import HISTORY_TABLES, JOB, LEDGER_TABLES, LedgerPolicy, Policy, compact_ledgers, compact_warehouse, plan_groups, plan_ledger_groups
+from nsreplay.compaction import (
+    DATED_TABLES, HISTORY_TABLES, JOB, LEDGER_TABLES, LedgerPolicy, Policy, compact_dated, compact_ledgers, compact_warehouse, plan_dated_groups, plan_groups,
+    plan_ledger_groups,
+)
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory, latest_publish_row
 from nsreplay.storage import COMPACTION_MODE, CommitInfo, ConcurrentCommitError, DataFile, FileStatistics, Warehouse
@@ -143,6 +146,19 @@ def test_compaction_changes_no_row_and_the_next_window_builds_on_it(windowed, sp
             assert merged_file.to_pylist() == sorted(merged_file.to_pylist(), key=lambda row: tuple(row[c] for c in order)), spec.name
     assert [r.result.removed for r in compact_ledgers(compacted, LEDGER_POLICY, dry_run=False, run_id="compact-2")] == [()] * len(LEDGER_TABLES)
 
+    # The daily tables: every day's partition closed (today far ahead), one file each, the same rows;
+    # the next window reads its records from the merged files.
+    daily_files = {spec.name: len(compacted.files(spec)) for spec, _, _ in DATED_TABLES}
+    daily = {r.table: r for r in compact_dated(compacted, POLICY, today="9999-12-31", dry_run=False, run_id="compact-1")}
+    for spec, day, order in DATED_TABLES:
+        r, files = daily[spec.name], compacted.files(spec)
+        assert r.error is None and r.skipped is None and len(r.result.removed) > 0, r
+        assert len(files) == len({tuple(sorted(f.partition_values.items())) for f in files}) < daily_files[spec.name], spec.name
+        assert_df_equality(plain(plain_wh.read(spec)), plain(compacted.read(spec)), ignore_row_order=True, ignore_nullable=True)
+    for f in compacted.files(EVENTS):
+        ts = pq.read_table(f.path, columns=["ts"]).column("ts").to_pylist()
+        assert ts == sorted(ts)
+
     # The next window: no restore over the compaction, a publish, and the same tables as without it.
     versions = {spec.name: compacted.version(spec) for spec in REPLAY_TABLES}
     for warehouse in (plain_wh, compacted):
@@ -159,19 +175,36 @@ def test_compaction_changes_no_row_and_the_next_window_builds_on_it(windowed, sp
     assert answers(str(tmp_path / "compacted")) == answers(str(tmp_path / "plain"))
 
 
-def test_an_ingest_after_the_ledgers_are_merged_skips_the_files_it_read_before(windowed, spark, tmp_path) -> None:
+def test_an_ingest_after_the_ledgers_and_days_are_merged_skips_what_it_read_before(windowed, spark, tmp_path) -> None:
+    """A file read before is skipped (the merged ``bronze.ingest_files``), and a copy of it under
+    another name adds only duplicates (the merged ``silver.events`` and bodies)."""
     root, _ = windowed
     warehouse = copy(root, tmp_path / "ledgers", spark)
     compact_ledgers(warehouse, LEDGER_POLICY, dry_run=False, run_id="compact-1")
+    compact_dated(warehouse, POLICY, today="9999-12-31", dry_run=False, run_id="compact-1")
     assert len(warehouse.files(INGEST_FILES)) == 1
-    read_before = {r.source_file for r in warehouse.read(INGEST_FILES).collect()}
+    read_before = sorted({r.source_file for r in warehouse.read(INGEST_FILES).collect()})
     versions = {spec.name: warehouse.version(spec) for spec in (EVENTS, CAPTURE_BODIES, TOPIC_CONFIGS)}
 
-    result = run_ingest(spark, warehouse, load_settings(), os.path.dirname(min(read_before)), "ingest-again")
-
+    result = run_ingest(spark, warehouse, load_settings(), os.path.dirname(read_before[0]), "ingest-again")
     assert (result.files_seen, result.files_read, result.files_skipped, result.accepted) == (len(read_before), 0, len(read_before), 0)
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    shutil.copy(read_before[0], copied / ("copy-" + os.path.basename(read_before[0])))
+    result = run_ingest(spark, warehouse, load_settings(), str(copied), "ingest-copy")
+    assert result.files_read == 1 and result.accepted == 0 and result.duplicates > 0, result
+
     for spec in (EVENTS, CAPTURE_BODIES, TOPIC_CONFIGS):  # nothing added (an empty commit at most)
         assert_df_equality(plain(warehouse.read(spec, version=versions[spec.name])), plain(warehouse.read(spec)), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_only_the_days_before_today_are_merged() -> None:
+    def f(name: str, day: str, size: int = 10) -> DataFile:
+        return DataFile(name, size, {"namesrv": "ns", "event_date": day}, 1)
+
+    files = [f("a", "2026-11-25"), f("b", "2026-11-25"), f("c", "2026-11-26"), f("d", "2026-11-26"), f("e", "2026-11-24")]
+    assert names(plan_dated_groups(files, "event_date", "2026-11-26", POLICY)) == [["a", "b"]]  # 11-24 alone, 11-26 is today
+    assert names(plan_dated_groups(files, "event_date", "2026-11-27", POLICY)) == [["a", "b"], ["c", "d"]]
 
 
 def test_ledger_files_are_grouped_largest_first_per_partition_below_the_target() -> None:

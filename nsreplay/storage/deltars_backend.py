@@ -326,7 +326,7 @@ class DeltaRsBackend(Backend):
                     f"{target}/part-{number:05d}-{request.write_id}.c000.zstd.parquet",
                     filesystem=filesystem,
                     compression="zstd",
-                    use_dictionary=[n for n in data_columns if n not in spec.distinct_columns],
+                    use_dictionary=[p for p in _leaf_paths(merged.schema) if p.split(".")[0] not in spec.distinct_columns],
                     row_group_size=request.row_group_rows,
                     coerce_timestamps="us",
                 )
@@ -579,6 +579,17 @@ def _file_stats(metadata: "pq.FileMetaData") -> dict[str, Any]:
     if nulls:
         stats["nullCount"] = nulls
     return stats
+
+
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """The Parquet paths of every leaf column ``schema`` is written as (``a``, ``m.key_value.key``,
+    ``l.list.element.f``): what ``pq.write_table(use_dictionary=[...])`` matches. Top-level names
+    alone would leave the leaves of nested columns without a dictionary (a merged
+    ``silver.topic_configs`` file: 666 KB, against 363 KB with them)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    written = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    return [written.column(i).path for i in range(len(written))]
 
 
 def _commit_properties(request: WriteRequest | RestoreRequest | CompactRequest | RemoveRequest) -> CommitProperties:
