@@ -320,7 +320,7 @@ def _add_thin_states(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_thin_states(args: argparse.Namespace) -> int:
-    from nsreplay.config import load_settings
+    from nsreplay.config import ThinStatesConfig, load_settings
     from nsreplay.runtime import UsageError, new_run_id
     from nsreplay.state_thinning import Policy, render, thin_states
     from nsreplay.vacuum import WAREHOUSE_TABLES
@@ -331,7 +331,8 @@ def _run_thin_states(args: argparse.Namespace) -> int:
     if recent < 0 or span < 1:
         raise UsageError(f"--keep-recent-hours must be >= 0 and --checkpoint-hours >= 1 (got {recent}, {span})")
     root, warehouse = _maintained_warehouse(args.warehouse, WAREHOUSE_TABLES)  # without replay_state: "nothing done"
-    result = thin_states(warehouse, Policy(recent * 3_600_000, span * 3_600_000), dry_run=args.dry_run, run_id=new_run_id("thin-states"))
+    policy = Policy.from_config(ThinStatesConfig(keep_recent_hours=recent, checkpoint_hours=span))
+    result = thin_states(warehouse, policy, dry_run=args.dry_run, run_id=new_run_id("thin-states"))
     print(f"thinning of {root}: every window end of the last {recent} h kept, then one per {span} h"
           + (" (dry run: nothing removed)" if args.dry_run else ""))
     print(render(result))

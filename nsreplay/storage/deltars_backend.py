@@ -289,13 +289,7 @@ class DeltaRsBackend(Backend):
         read_version = table.version()
         if table.transaction_version(request.app_id) is not None:
             return Compacted(None, (), 0, 0)
-        active = {location.file_uri(f["relative"]): f for f in self._active_files(table, spec)}
-        gone = [path for group in request.groups for path in group if path not in active]
-        if gone:
-            raise ConcurrentCommitError(
-                f"table {spec.name!r}: {len(gone)} of the files to compact are not in its latest version (version "
-                f"{read_version}; e.g. {gone[0]}): another commit replaced them. Nothing was committed; compact again."
-            )
+        active = self._latest_files(table, spec, location, [path for group in request.groups for path in group], "compact", "compact again")
         data_columns = [n for n in spec.column_names if n not in spec.partition_by]
         filesystem, root = _filesystem(location)
         staging = f"{STAGING_DIR}/{uuid.uuid4().hex}"
@@ -358,13 +352,7 @@ class DeltaRsBackend(Backend):
         read_version = table.version()
         if table.transaction_version(request.app_id) is not None:
             return None
-        active = {location.file_uri(f["relative"]): f for f in self._active_files(table, spec)}
-        gone = [path for path in request.paths if path not in active]
-        if gone:
-            raise ConcurrentCommitError(
-                f"table {spec.name!r}: {len(gone)} of the files to remove are not in its latest version (version "
-                f"{read_version}; e.g. {gone[0]}): another commit replaced them. Nothing was committed; try again."
-            )
+        active = self._latest_files(table, spec, location, request.paths, "remove", "try again")
         now = _now_ms()
         removes = [
             RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"], partition_values=dict(f["partition_values"]))
@@ -373,6 +361,19 @@ class DeltaRsBackend(Backend):
         if not self._commit(table, spec, removes, request, "this removal", read_version):
             return None
         return self._committed_version(location, request.write_id, read_version)
+
+    def _latest_files(self, table: DeltaTable, spec: TableSpec, location: TableLocation, paths: list[str] | tuple[str, ...], verb: str,
+                      retry: str) -> dict[str, dict[str, Any]]:
+        """The active files of the snapshot ``table`` by absolute path; :class:`ConcurrentCommitError`
+        when one of ``paths`` (the files to ``verb``) is no longer among them."""
+        active = {location.file_uri(f["relative"]): f for f in self._active_files(table, spec)}
+        gone = [path for path in paths if path not in active]
+        if gone:
+            raise ConcurrentCommitError(
+                f"table {spec.name!r}: {len(gone)} of the files to {verb} are not in its latest version (version "
+                f"{table.version()}; e.g. {gone[0]}): another commit replaced them. Nothing was committed; {retry}."
+            )
+        return active
 
     def _commit(self, table: DeltaTable, spec: TableSpec, actions: list[AddAction | RemoveAction],
                 request: WriteRequest | CompactRequest | RemoveRequest, what: str, read_version: int) -> bool:
