@@ -17,9 +17,12 @@ Contract:
   :class:`~nsreplay.history.NotPublishedError` like it. ``t=None`` is the end of the covered range.
 * The tables a route, cluster or topic-list answer is made of (:data:`RESIDENT`: topicQueueTable,
   brokerAddrTable, clusterAddrTable, filterServerTable, orderTopicConf) are held in memory,
-  columnar (an Arrow table, its strings dictionary-encoded, plus numpy arrays) sorted by
-  ``(namesrv, key, valid_from)``; a lookup is one ``searchsorted`` over a composite
-  ``key_id << 40 | (valid_from - base)`` array per key set, so O(k log n) for k keys.
+  columnar, sorted by ``(namesrv, key, valid_from)``; a lookup is one ``searchsorted`` over a
+  composite ``key_id << 40 | (valid_from - base)`` array per key set, so O(k log n) for k keys.
+  Per row only that array, ``valid_to`` and the columns that are not the key are held (strings
+  dictionary-encoded; a QueueData's four numbers as an index into their distinct values): the
+  keys are held once per key, and the gold columns are put back together when a row is returned
+  (``_Intervals.columns``). About 1.6 MB a day of bench-day's history.
 * The broker-live table is not held: a row per broker per heartbeat, it is 87 % of the interval
   rows of a day (bench-day: 1.1 M rows, 227 of 262 MB), and only full snapshots and
   ``/v1/tables`` need it. Those read the live rows of an instant from the published files whose
@@ -101,6 +104,8 @@ _STORED = "brokerLiveTable"  # read per request (see the module docstring)
 #: The tables held in memory: every table of TABLES but the broker-live table.
 RESIDENT: dict[str, TableSpec] = {name: spec for name, spec in TABLES.items() if name != _STORED}
 _CHANGE_COLUMNS = ["ts", "tick_ts", "phase", "record_rank", "table", "key", "op", "before", "after", "cause"]
+#: The four numbers of a QueueData, in its constructor's order (held apart: see ``_load_topic_columns``).
+QUEUE_NUMBERS = ("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
 _LIVE_COLUMNS = ["cluster", "broker_addr", "last_update_ts", "heartbeat_timeout_ms", "dv_state_version", "dv_timestamp", "dv_counter", "conn", "ha_server_addr"]
 
 
@@ -150,17 +155,22 @@ class RouteChange:
 
 
 class _Intervals:
-    """One interval table: rows sorted by (namesrv, key, valid_from), looked up per key by bisection."""
+    """One interval table: rows sorted by (namesrv, key, valid_from), looked up per key by bisection.
+
+    What is held per row is what a lookup needs: the composite ``comp`` array (key id and
+    ``valid_from``) and ``valid_to``, for the bisection, and the table's other columns (``values``:
+    strings dictionary-encoded with the narrowest index type). The key columns are held once per
+    key (``key_values``), not per row; :meth:`columns` puts any rows' gold columns back together."""
 
     def __init__(self, table: pa.Table, key_cols: Sequence[str], horizon: int) -> None:
         table = table.sort_by([("namesrv", "ascending")] + [(c, "ascending") for c in key_cols] + [("valid_from", "ascending")])
         n = table.num_rows
-        self.table = table
         self.n = n
+        self.key_cols: tuple[str, ...] = ("namesrv", *key_cols)
         starts = np.zeros(1, dtype=np.int64)
         if n > 1:
             change = np.zeros(n - 1, dtype=bool)
-            for col in ("namesrv", *key_cols):
+            for col in self.key_cols:
                 column = pc.fill_null(table.column(col), "\x00")
                 change |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
             starts = np.concatenate([starts, np.flatnonzero(change) + 1])
@@ -175,13 +185,14 @@ class _Intervals:
         key_ids = np.repeat(np.arange(self.n_keys, dtype=np.int64), np.diff(self.key_start))
         self.comp = (key_ids << _SHIFT) | (valid_from - self.base)
         self.valid_to = pc.fill_null(table.column("valid_to"), _OPEN).to_numpy().astype(np.int64)
-        heads = table.select(["namesrv", *key_cols]).take(pa.array(starts)) if n else table.select(["namesrv", *key_cols])
+        heads = table.select(list(self.key_cols)).take(pa.array(starts)) if n else table.select(list(self.key_cols))
         self.key_values: list[tuple[Any, ...]] = list(zip(*(heads.column(c).to_pylist() for c in heads.column_names))) if n else []
         self.ns_keys: dict[str, tuple[int, int]] = {}
         for k, key in enumerate(self.key_values):
             lo, _ = self.ns_keys.get(key[0], (k, k))
             self.ns_keys[key[0]] = (lo, k + 1)
-        self.table = _dictionary_strings(table)  # what is read per answer: names repeat row after row
+        self.key_types = {c: table.schema.field(c).type for c in self.key_cols}
+        self.values = _dictionary_strings(table.drop_columns([*self.key_cols, "valid_from", "valid_to"]))
 
     def alive_with_keys(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(row indices, their key ids) of the rows of ``keys`` valid at ``t``, in ``keys`` order.
@@ -217,14 +228,69 @@ class _Intervals:
             parts.append(self.valid_to[lo:hi])
         return np.concatenate(parts) if parts else _EMPTY
 
+    def columns(self, rows: np.ndarray | None, names: Sequence[str]) -> pa.Table:
+        """The gold columns ``names`` of the rows at ``rows`` (every row when None), in that order:
+        a key column from each row's key, ``valid_from`` and ``valid_to`` (NULL while open) from the
+        bisection arrays, the others from ``values``."""
+        rows = np.arange(self.n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        taken = pa.array(rows, type=pa.int64())
+        key_ids: list[int] | None = None
+        out: dict[str, pa.Array] = {}
+        for name in names:
+            if name in self.key_types:
+                if key_ids is None:
+                    key_ids = (np.searchsorted(self.key_start, rows, side="right") - 1).tolist()
+                pos = self.key_cols.index(name)
+                out[name] = pa.array([self.key_values[k][pos] for k in key_ids], type=self.key_types[name])
+            elif name == "valid_from":
+                out[name] = pa.array((self.comp[rows] & ((1 << _SHIFT) - 1)) + self.base, type=pa.int64())
+            elif name == "valid_to":
+                ends = self.valid_to[rows]
+                out[name] = pa.array(ends, type=pa.int64(), mask=ends == _OPEN)
+            else:
+                out[name] = self.values.column(name).take(taken)
+        return pa.table(out)
+
+    def nbytes(self) -> int:
+        """Bytes held: the value columns, the bisection arrays and the key boundaries (the key tuples
+        themselves, one per key, are Python objects and not counted)."""
+        return self.values.nbytes + self.comp.nbytes + self.valid_to.nbytes + self.key_start.nbytes
+
+
+def _distinct_rows(columns: Sequence[pa.ChunkedArray]) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows, each row's index into them) of equal-length int32 columns without nulls.
+    Hash-based (each column dictionary-encoded, then the combination of the codes), so O(rows): a
+    sort of the rows (``np.unique(axis=0)``) took 1.1 s for 1.2 M rows."""
+    n = len(columns[0]) if columns else 0
+    if n == 0:
+        return np.empty((0, len(columns)), dtype=np.int32), np.empty(0, dtype=np.int64)
+    encoded = [c.combine_chunks().dictionary_encode() for c in columns]
+    sizes = [len(e.dictionary) for e in encoded]
+    if float(np.prod([float(x) for x in sizes])) >= 2.0**62:  # the combined code would overflow: sort instead
+        values, index = np.unique(np.stack([c.to_numpy().astype(np.int32) for c in columns], axis=1), axis=0, return_inverse=True)
+        return values, index.reshape(-1)
+    code = np.zeros(n, dtype=np.int64)
+    for e, size in zip(encoded, sizes):
+        code = code * size + e.indices.to_numpy().astype(np.int64)
+    combined = pa.array(code).dictionary_encode()
+    distinct = combined.dictionary.to_numpy().copy()
+    values = np.empty((len(distinct), len(columns)), dtype=np.int32)
+    for j in range(len(columns) - 1, -1, -1):  # the codes back into each column's values
+        distinct, digit = np.divmod(distinct, sizes[j])
+        values[:, j] = encoded[j].dictionary.to_numpy()[digit]
+    return values, combined.indices.to_numpy().astype(np.int64)
+
 
 def _dictionary_strings(table: pa.Table) -> pa.Table:
-    """``table`` with every string column dictionary-encoded (one chunk each): the same values, and
-    a fraction of the memory when values repeat (a NameServer, a topic, a brokerName, a cause per
-    interval row: 5.8 of the 8.2 MB of a day of bench-day's topicQueueTable rows)."""
+    """``table`` with every string column dictionary-encoded (one chunk each), with the narrowest
+    index type its distinct values allow: the same values, and a fraction of the memory when values
+    repeat (a cause, a zone, an order conf per interval row)."""
     for i, field in enumerate(table.schema):
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            table = table.set_column(i, field.name, table.column(i).combine_chunks().dictionary_encode())
+            encoded = table.column(i).combine_chunks().dictionary_encode()
+            size = len(encoded.dictionary)
+            index = pa.int8() if size < 1 << 7 else pa.int16() if size < 1 << 15 else pa.int32()
+            table = table.set_column(i, field.name, encoded.cast(pa.dictionary(index, field.type)))
     return table
 
 
@@ -304,9 +370,12 @@ class RouteIndex:
 
     def _load_topic_columns(self) -> None:
         topics = self._tables["topicQueueTable"]
-        cols = topics.table
-        # the four int columns of a QueueData, as in the schema (IntegerType: int32)
-        self._tq_ints = np.stack([cols.column(c).to_numpy().astype(np.int32) for c in ("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")], axis=1) if topics.n else np.empty((0, 4), dtype=np.int32)
+        # a QueueData's four numbers, as in the schema (IntegerType: int32), held once per distinct
+        # value (a few hundred a day: most topics have the same) with a row's index into them
+        self._tq_values, index = _distinct_rows([topics.values.column(c) for c in QUEUE_NUMBERS])
+        self._tq_index = index.astype(np.int32 if len(self._tq_values) >= 1 << 15 else np.int16)
+        self._tq_queues: list[tuple[int, int, int, int]] = [tuple(map(int, v)) for v in self._tq_values]
+        topics.values = topics.values.drop_columns(list(QUEUE_NUMBERS))
         self._topic_keys: dict[tuple[str, str], tuple[int, int]] = {}
         for k, (ns, topic, _name) in enumerate(topics.key_values):
             lo, _ = self._topic_keys.get((ns, topic), (k, k))
@@ -315,17 +384,20 @@ class RouteIndex:
         self._broker_key = {(ns, name): k for k, (ns, name) in enumerate(brokers.key_values)}
         self._broker_rows = [
             BrokerData(r["cluster"], r["broker_name"], FrozenDict(dict(r["broker_addrs"])), bool(r["enable_acting_master"]), r["zone_name"])
-            for r in brokers.table.select(["cluster", "broker_name", "broker_addrs", "enable_acting_master", "zone_name"]).to_pylist()
+            for r in brokers.columns(None, ["cluster", "broker_name", "broker_addrs", "enable_acting_master", "zone_name"]).to_pylist()
         ]
         order = self._tables["orderTopicConf"]
         self._order_key = {(ns, topic): k for k, (ns, topic) in enumerate(order.key_values)}
-        self._order_conf: list[str] = order.table.column("order_conf").to_pylist()
+        self._order_conf: list[str] = order.values.column("order_conf").to_pylist()
         # brokerNames a topic ever had, per NameServer: the brokers whose changes can change its route
         self._topic_brokers: dict[tuple[str, str], list[int]] = {}
         for k, (ns, topic, name) in enumerate(topics.key_values):
             bk = self._broker_key.get((ns, name))
             if bk is not None:
                 self._topic_brokers.setdefault((ns, topic), []).append(bk)
+
+    def _queue_data(self, broker_name: str, row: int) -> QueueData:
+        return QueueData(broker_name, *self._tq_queues[self._tq_index[row]])
 
     # -- coverage -------------------------------------------------------------------------------------
 
@@ -420,7 +492,7 @@ class RouteIndex:
         order_rows = _EMPTY
         if epoch.config.orderMessageEnable and (namesrv, topic) in self._order_key:
             order_rows = self._tables["orderTopicConf"].alive(np.array([self._order_key[(namesrv, topic)]], dtype=np.int64), t)
-        by_name = {names[i]: QueueData(names[i], *map(int, self._tq_ints[r])) for i, r in enumerate(topic_rows)}
+        by_name = {names[i]: self._queue_data(names[i], r) for i, r in enumerate(topic_rows)}
         groups = {self._broker_rows[r].brokerName: self._broker_rows[r] for r in broker_rows}
         snap = Snapshot(
             profile=epoch.profile,
@@ -469,9 +541,7 @@ class RouteIndex:
         if table == _STORED:
             out = self._live_rows(namesrv, t, columns)
         else:
-            intervals = self._tables[table]
-            rows = intervals.alive_ns(namesrv, t)
-            out = intervals.table.select(columns).take(pa.array(rows, type=pa.int64())).to_pylist() if len(rows) else []
+            out = self._resident_rows(table, self._tables[table].alive_ns(namesrv, t), columns)
         if table == "brokerAddrTable":
             for r in out:
                 r["broker_addrs"] = {str(i): a for i, a in sorted(r["broker_addrs"])}
@@ -484,7 +554,7 @@ class RouteIndex:
         topics = self._tables["topicQueueTable"]
         by_topic: dict[str, dict[str, QueueData]] = {}
         for r, (_, topic, name) in zip(*topics.alive_ns_with_keys(namesrv, t)):
-            by_topic.setdefault(topic, {})[name] = QueueData(name, *map(int, self._tq_ints[r]))
+            by_topic.setdefault(topic, {})[name] = self._queue_data(name, r)
         groups = {self._broker_rows[r].brokerName: self._broker_rows[r] for r in self._tables["brokerAddrTable"].alive_ns(namesrv, t)}
         ctable = self._tables["clusterAddrTable"]
         clusters: dict[str, set[str]] = {}
@@ -587,16 +657,27 @@ class RouteIndex:
             })
         return {ts: tuple(rows) for ts, rows in out.items()}
 
+    def _resident_rows(self, table: str, rows: np.ndarray, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """``columns`` of the rows at ``rows`` of a resident table, as dicts in that column order (a
+        QueueData's numbers from the distinct values they are held as)."""
+        if not len(rows):
+            return []
+        intervals = self._tables[table]
+        held = intervals.columns(rows, [c for c in columns if table != "topicQueueTable" or c not in QUEUE_NUMBERS])
+        if table == "topicQueueTable":
+            numbers = self._tq_values[self._tq_index[rows]]
+            held = pa.table({c: held.column(c) if c not in QUEUE_NUMBERS else pa.array(numbers[:, QUEUE_NUMBERS.index(c)], type=pa.int32()) for c in columns})
+        return held.to_pylist()
+
     def _filter_entries(self, rows: np.ndarray) -> dict[Any, tuple[str, ...]]:
         if not len(rows):
             return {}
-        table = self._tables["filterServerTable"].table.select(["cluster", "broker_addr", "filter_servers"])
-        return {_live_key(r): tuple(r["filter_servers"]) for r in table.take(pa.array(rows, type=pa.int64())).to_pylist()}
+        table = self._tables["filterServerTable"].columns(rows, ["cluster", "broker_addr", "filter_servers"])
+        return {_live_key(r): tuple(r["filter_servers"]) for r in table.to_pylist()}
 
     def memory_bytes(self) -> int:
         """Bytes held in memory: the resident tables (Arrow buffers and numpy arrays)."""
-        total = sum(t.table.nbytes + t.comp.nbytes + t.valid_to.nbytes + t.key_start.nbytes for t in self._tables.values())
-        return total + self._tq_ints.nbytes
+        return sum(t.nbytes() for t in self._tables.values()) + self._tq_values.nbytes + self._tq_index.nbytes
 
     def describe(self) -> str:
         """One line: run id and what it covers."""

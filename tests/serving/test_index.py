@@ -210,4 +210,27 @@ def test_the_index_holds_the_route_tables_as_arrays_and_reads_the_live_table_per
     assert set(demo_index._tables) == set(RESIDENT) == set(TABLES) - {"brokerLiveTable"}
     topics = demo_index._tables["topicQueueTable"]
     assert topics.n > 0 and topics.comp.dtype.name == "int64" and len(topics.key_values) < topics.n
+    # per row, only what is not the key, the bisection arrays or a QueueData's distinct numbers
+    assert topics.values.column_names == ["start_cause", "end_cause"]
+    assert len(demo_index._tq_values) < topics.n and len(demo_index._tq_index) == topics.n
     assert demo_index._live.file_count > 0
+
+
+@pytest.mark.parametrize("distinct", [(5, 7, 3, 2), (1 << 16,) * 4])
+def test_the_queue_numbers_are_held_as_distinct_rows_and_an_index(distinct) -> None:
+    """Every row's four numbers come back from (distinct rows, index); with more distinct values per
+    column than a combined 62-bit code can hold, by a sort of the rows instead."""
+    import numpy as np
+    import pyarrow as pa
+
+    from nsreplay.serving.index import _distinct_rows
+
+    rng = np.random.default_rng(7)
+    n = max(distinct) * 2
+    columns = [pa.chunked_array([rng.integers(-k, k, size=n).astype(np.int32)]) for k in distinct]
+    values, index = _distinct_rows(columns)
+    rows = np.stack([c.to_numpy() for c in columns], axis=1)
+    assert (values[index] == rows).all()
+    assert len(values) == len({tuple(r) for r in rows.tolist()})
+    empty, none = _distinct_rows([pa.chunked_array([pa.array([], pa.int32())])] * 4)
+    assert empty.shape == (0, 4) and none.shape == (0,)
