@@ -191,24 +191,18 @@ def _run_backfill(args: argparse.Namespace) -> int:
 
 
 def _run_stale(args: argparse.Namespace) -> int:
-    from nsreplay.config import load_settings
-    from nsreplay.runtime import build_spark, format_ms, resolve_path
+    from nsreplay.runtime import format_ms, resolve_path
     from nsreplay.storage import Warehouse
     from pipelines.replay.stale import open_stale
     from schemas.gold import PUBLISH_LOG
 
-    settings = load_settings()
     root = resolve_path(args.warehouse)
     if "://" not in root and not os.path.isdir(root):  # a mistyped path must not read as "nothing stale"
         raise NotAWarehouseError(f"{root}: no such directory")
-    spark = build_spark(settings, "nsreplay-stale")
-    try:
-        warehouse = Warehouse(root, spark, settings.warehouse.backend)
-        if not warehouse.exists(PUBLISH_LOG):
-            raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (it has no {PUBLISH_LOG.name})")
-        stale = open_stale(warehouse)
-    finally:
-        spark.stop()
+    warehouse = Warehouse(root, None, "delta-rs")  # two small tables, read with pyarrow: no Spark to start
+    if not warehouse.exists(PUBLISH_LOG):
+        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (it has no {PUBLISH_LOG.name})")
+    stale = open_stale(warehouse)
     if not stale:
         print("no stale windows")
         return 0

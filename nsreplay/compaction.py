@@ -34,9 +34,10 @@ merges them, table by table:
   (events by ``ts``: the statistics stay tight), largest first. A late file that adds rows to an
   older day adds a file there, which the next compaction merges again.
 * **The ledgers too.** The append-only tables that every ingest or replay reads whole
-  (:data:`LEDGER_TABLES`: the files each ingest read, the run log, and the register bodies stored
-  once by content) gain a few files a run: an hourly deployment's replay would open tens of
-  thousands of ``silver.topic_configs`` files after a year. :func:`compact_ledgers` merges every
+  (:data:`LEDGER_TABLES`: the files each ingest read, the run logs, the publish log, and the
+  register bodies stored once by content) gain a few files a run: an hourly deployment's replay
+  would open tens of thousands of ``silver.topic_configs`` files after a year, and a backfill as
+  many ``gold.publish_log`` files. :func:`compact_ledgers` merges every
   file below ``ledger_file_mb`` (8 MB: their rows decompress to ~50 times that), largest first,
   into files of at most that size, so each table keeps a file per few weeks of bodies plus the
   day's new ones. Every committed row of them is final (an ingest's discard of an abandoned run
@@ -60,8 +61,8 @@ from nsreplay.history import latest_publish_row
 from nsreplay.runtime import format_size
 from nsreplay.storage import CommitInfo, CompactionResult, DataFile, FileStatistics, StorageError, TableSpec, Warehouse
 from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW, INGEST_FILES
-from schemas.gold import INTERVAL_TABLES, KEYFRAMES, ROUTE_CHANGES, ROUTE_FIDELITY, SCAN_TICKS
-from schemas.silver import EVENTS, INGEST_RUNS, TOPIC_CONFIGS
+from schemas.gold import INTERVAL_TABLES, KEYFRAMES, PUBLISH_LOG, REPLAY_RUNS, ROUTE_CHANGES, ROUTE_FIDELITY, SCAN_TICKS, STALE_WINDOWS
+from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, TOPIC_CONFIGS
 
 if TYPE_CHECKING:  # pragma: no cover
     from nsreplay.config import CompactConfig
@@ -100,15 +101,24 @@ DATED_TABLES: tuple[tuple[TableSpec, str, tuple[str, ...]], ...] = (
 )
 
 #: The append-only tables read whole by every ingest (the files already read, the finished runs,
-#: the bodies already stored) or replay (the decoded bodies), each with the columns its merged files
-#: are sorted by. The bodies are sorted by size, which puts each broker's bodies (near repeats of one
-#: another) together: bench-day's, merged, 1.75 MB sorted by their content id and 1.06 MB by size;
-#: the topic configs 363 KB and 280 KB.
+#: the bodies already stored) or replay (the decoded bodies), and the run logs that gain a file
+#: per run (the publish log, which every backfill, ``nsreplay stale`` and an ingest's check for
+#: stale windows read; the replay runs, the quality results, the quarantined lines and the stale
+#: windows), each with the columns its merged files are sorted by. The bodies are sorted by size,
+#: which puts each broker's bodies (near repeats of one another) together: bench-day's, merged,
+#: 1.75 MB sorted by their content id and 1.06 MB by size; the topic configs 363 KB and 280 KB.
+#: The publish log is sorted by ``published_ms``, so the file and row group that hold the latest
+#: publish are still the only ones a reader of it opens (``nsreplay.history.newest_publish``).
 LEDGER_TABLES: tuple[tuple[TableSpec, tuple[str, ...]], ...] = (
     (INGEST_FILES, ("mtime_ms", "source_file")),
     (INGEST_RUNS, ("started_ms",)),
     (CAPTURE_BODIES, ("body_text_bytes", "body_ref")),
     (TOPIC_CONFIGS, ("topic_count", "body_bytes", "body_id")),
+    (PUBLISH_LOG, ("published_ms", "run_id")),
+    (REPLAY_RUNS, ("written_ms", "run_id")),
+    (QUALITY_RESULTS, ("run_id", "suite", "expectation")),
+    (QUARANTINE, ("run_id", "source_file", "line_no")),
+    (STALE_WINDOWS, ("detected_ms", "namesrv", "window_to")),
 )
 
 _HOUR_MS = 3_600_000

@@ -8,8 +8,9 @@ asyncio event loop, over the latest published run of a warehouse.
   error, exit 1), check ``--namesrv``/``--as-of`` against its coverage, listen, print one line
   saying what is served.
 * Reload: every ``--reload-interval`` seconds the ``gold.publish_log`` version is read; when it
-  changed, a new index is built in a worker thread and then swapped in with one reference
-  assignment. Requests take the reference once, so those in flight finish on the old index and
+  changed and the latest publish names another run or other table versions (a compaction of the
+  publish log changes its version, not its latest row), a new index is built in a worker thread
+  and then swapped in with one reference assignment. Requests take the reference once, so those in flight finish on the old index and
   none is dropped; a failed rebuild is reported on stderr and the old index keeps serving.
 * SIGINT/SIGTERM: stop listening, finish, exit 0.
 * A request aiohttp cannot parse (a line too long, a bad header) is answered 400 and logged on
@@ -29,6 +30,7 @@ from typing import Awaitable, Callable
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from nsreplay.history import latest_publish_row
 from nsreplay.runtime import UsageError, format_ms
 from nsreplay.serving.http_api import make_app
 from nsreplay.serving.index import RouteIndex
@@ -95,6 +97,9 @@ class IndexHolder:
         version = await asyncio.to_thread(publish_version, self.root)
         if version == self.version:
             return False
+        if await asyncio.to_thread(self._serves_latest):
+            self.version = version
+            return False
         index = await asyncio.to_thread(RouteIndex.load, self.root)
         self.version = version
         if index.run_id == self.index.run_id and index.versions == self.index.versions:
@@ -103,6 +108,11 @@ class IndexHolder:
         self.reloads += 1
         print(f"nsreplay serve: now serving {index.describe()} (index built in {index.build_seconds:.1f} s)", file=sys.stderr, flush=True)
         return True
+
+    def _serves_latest(self) -> bool:
+        """Whether the latest publish row names the run and table versions served (one small read)."""
+        row = latest_publish_row(Warehouse(self.root, None, "delta-rs"))
+        return row is not None and row["run_id"] == self.index.run_id and dict(row["table_versions"]) == self.index.versions
 
     async def watch(self, interval: float) -> None:
         while True:

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from nsreplay.runtime import local_frame
-from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
+from nsreplay.storage import ColumnRange, CommitInfo, Warehouse, dataset, range_filter
 from schemas.gold import PUBLISH_LOG, STALE_WINDOWS
 
 
@@ -37,12 +36,15 @@ class StaleWindow:
 
 def _published_windows(warehouse: Warehouse, ending_from: int | None = None) -> list[tuple[int, int, str, int, frozenset[str]]]:
     """(window_from, window_to, run_id, published_ms, namesrvs) of every publish row, oldest first;
-    with ``ending_from``, of those whose window ends at or after it (only their files are opened)."""
+    with ``ending_from``, of those whose window ends at or after it (only their files are opened).
+    Read without Spark (the Delta log's file list, then pyarrow): the publish log is small."""
     if not warehouse.exists(PUBLISH_LOG):
         return []
     where = None if ending_from is None else ColumnRange("window_to", above=ending_from - 1)
-    rows = warehouse.read(PUBLISH_LOG, where=where).select("window_from", "window_to", "run_id", "published_ms", F.col("namesrvs.namesrv").alias("ns")).collect()
-    return sorted(((r.window_from, r.window_to, r.run_id, r.published_ms, frozenset(r.ns)) for r in rows), key=lambda w: (w[3], w[2]))
+    columns = ["window_from", "window_to", "run_id", "published_ms", "namesrvs"]
+    rows = dataset(PUBLISH_LOG, warehouse.files(PUBLISH_LOG, where=where)).to_table(columns=columns, filter=range_filter(where)).to_pylist()
+    windows = ((r["window_from"], r["window_to"], r["run_id"], r["published_ms"], frozenset(c["namesrv"] for c in r["namesrvs"])) for r in rows)
+    return sorted(windows, key=lambda w: (w[3], w[2]))
 
 
 def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[str, int], run_id: str) -> list[StaleWindow]:
@@ -70,15 +72,18 @@ def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[
 
 
 def open_stale(warehouse: Warehouse) -> list[StaleWindow]:
-    """Stale windows not yet published again since they were detected."""
+    """Stale windows not yet published again since they were detected. Read without Spark: a
+    ``Warehouse`` without a session will do (``nsreplay stale`` starts none)."""
     if not warehouse.exists(STALE_WINDOWS):
         return []
     windows = _published_windows(warehouse)
+    republished: dict[int, int] = {}  # window_to -> its latest publish
+    for _, w_to, _, published, _ in windows:
+        republished[w_to] = max(published, republished.get(w_to, published))
     out = []
-    for r in warehouse.read(STALE_WINDOWS).collect():  # small bookkeeping table
-        republished = any(w_to == r.window_to and published > r.detected_ms for _, w_to, _, published, _ in windows)
-        if not republished:
-            out.append(StaleWindow(r.namesrv, r.window_from, r.window_to, r.published_run_id, r.late_from_ts, r.detected_by, r.detected_ms))
+    for r in dataset(STALE_WINDOWS, warehouse.files(STALE_WINDOWS)).to_table().to_pylist():  # small bookkeeping table
+        if republished.get(r["window_to"], -1) <= r["detected_ms"]:
+            out.append(StaleWindow(r["namesrv"], r["window_from"], r["window_to"], r["published_run_id"], r["late_from_ts"], r["detected_by"], r["detected_ms"]))
     return sorted(out, key=lambda s: (s.window_to, s.namesrv))
 
 

@@ -23,10 +23,12 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from nsreplay import cli, runtime
 from nsreplay.config import load_settings
 from nsreplay.generator import generate
 from nsreplay.history import PublishedHistory
 from nsreplay.state_thinning import Policy, thin_states
+from nsreplay.runtime import format_ms
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import MissingPredecessorError, latest_publish, replay_window, run_backfill, run_replay
@@ -249,7 +251,21 @@ def published_without_late_records(spark, without_late: tuple[Path, Path], tmp_p
     return Warehouse(str(tmp_path / "wh"), spark, "delta-rs"), late
 
 
-def test_late_file_is_detected_and_backfill_repairs_the_history(spark, without_late, full, cuts, tmp_path) -> None:
+def stale_command(root: str, monkeypatch, capsys) -> list[str]:
+    """The lines ``nsreplay stale`` prints for ``root`` (exit status 0), with Spark unavailable: the
+    command reads two small tables with pyarrow and must not start a session."""
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("nsreplay stale started Spark")
+
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime, "build_spark", no_spark)
+        assert cli.main(["stale", "--warehouse", root]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_late_file_is_detected_and_backfill_repairs_the_history(spark, without_late, full, cuts, tmp_path, monkeypatch, capsys) -> None:
     warehouse, late = published_without_late_records(spark, without_late, tmp_path)
     windows = [cuts["restart"], cuts["inside_expiry"], cuts["end"]]
 
@@ -259,10 +275,16 @@ def test_late_file_is_detected_and_backfill_repairs_the_history(spark, without_l
     assert {(s.namesrv, s.window_from, s.window_to) for s in ingest.stale} == expected
     assert {(s.namesrv, s.window_from, s.window_to) for s in open_stale(warehouse)} == expected
     assert ingest.late_data().endswith(f"nsreplay backfill --warehouse {warehouse.root} --from {windows[0]}")
+    listed = stale_command(warehouse.root, monkeypatch, capsys)
+    assert listed[-1] == f"re-run them: nsreplay backfill --warehouse {warehouse.root} --from {windows[0]}"
+    assert sorted(line.split()[:3] for line in listed[:-1]) == sorted(
+        [ns, f"({format_ms(w_from)},", f"{format_ms(w_to)}]"] for ns, w_from, w_to in expected
+    )
 
     results = run_backfill(spark, warehouse, load_settings(), "backfill", start=cuts["restart"])
     assert [(r.resumed_from, r.window_to) for r in results] == [(windows[0], windows[1]), (windows[1], windows[2])]
     assert open_stale(warehouse) == []
+    assert stale_command(warehouse.root, monkeypatch, capsys) == ["no stale windows"]
     assert_same_history(full, warehouse)
 
 

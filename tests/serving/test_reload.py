@@ -91,3 +91,33 @@ def test_reload_swaps_the_index_without_dropping_requests(spark, tiny_root, star
     finally:
         assert served.stop() == 0
     assert "now serving run " + result.run_id in served.process.stderr.read()
+
+
+def test_a_compacted_publish_log_is_not_taken_for_a_new_publish(windowed, tmp_path, monkeypatch):
+    """`nsreplay compact` rewrites `gold.publish_log` (a new version, the same latest row): the server
+    notices the version, finds the run and table versions it serves, and builds no index."""
+    import asyncio
+    import shutil
+
+    from nsreplay.compaction import LEDGER_TABLES, LedgerPolicy, compact_ledgers
+    from nsreplay.serving import server
+    from nsreplay.storage import Warehouse
+    from schemas.gold import PUBLISH_LOG
+
+    root = str(tmp_path / "wh")
+    shutil.copytree(windowed[0], root)
+    holder = server.IndexHolder.load(root)
+    warehouse = Warehouse(root, None, "delta-rs")
+    assert len(warehouse.files(PUBLISH_LOG)) == 3  # one a window: the compaction below merges them
+    done = compact_ledgers(warehouse, LedgerPolicy(target_bytes=8 << 20, row_group_rows=100), dry_run=False, run_id="compact",
+                           tables=[t for t in LEDGER_TABLES if t[0] is PUBLISH_LOG])
+    assert len(done[0].result.removed[0]) == 3 and len(warehouse.files(PUBLISH_LOG)) == 1
+    assert server.publish_version(root) != holder.version
+
+    def no_rebuild(*args, **kwargs):
+        raise AssertionError("the index was rebuilt for the same publish")
+
+    monkeypatch.setattr(server.RouteIndex, "load", no_rebuild)
+    served = holder.get()
+    assert asyncio.run(holder.poll()) is False
+    assert (holder.get(), holder.reloads, holder.version) == (served, 0, server.publish_version(root))
