@@ -50,7 +50,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -162,37 +162,54 @@ class _Intervals:
     strings dictionary-encoded with the narrowest index type). The key columns are held once per
     key (``key_values``), not per row; :meth:`columns` puts any rows' gold columns back together."""
 
-    def __init__(self, table: pa.Table, key_cols: Sequence[str], horizon: int) -> None:
-        table = table.sort_by([("namesrv", "ascending")] + [(c, "ascending") for c in key_cols] + [("valid_from", "ascending")])
-        n = table.num_rows
-        self.n = n
+    def __init__(self, parts: Iterable[pa.Table], schema: pa.Schema, key_cols: Sequence[str], horizon: int) -> None:
+        """Index the rows of ``parts`` (the table's columns, ``schema``), read one part at a time:
+        each part is reduced to the arrays held (its rows' key ids, ``valid_from``, ``valid_to``,
+        the value columns) before the next is decoded, so the peak of a load follows what is held,
+        not the decoded table and its sorted copy."""
         self.key_cols: tuple[str, ...] = ("namesrv", *key_cols)
-        starts = np.zeros(1, dtype=np.int64)
-        if n > 1:
-            change = np.zeros(n - 1, dtype=bool)
-            for col in self.key_cols:
-                column = pc.fill_null(table.column(col), "\x00")
-                change |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-            starts = np.concatenate([starts, np.flatnonzero(change) + 1])
-        if n == 0:
-            starts = _EMPTY
-        self.key_start = np.concatenate([starts, np.array([n], dtype=np.int64)])
-        self.n_keys = len(starts)
-        valid_from = table.column("valid_from").to_numpy().astype(np.int64)
+        self.key_types = {c: schema.field(c).type for c in self.key_cols}
+        value_names = [f.name for f in schema if f.name not in self.key_types and f.name not in ("valid_from", "valid_to")]
+        seen: dict[tuple[Any, ...], int] = {}  # key -> id in order of first sight
+        ids, starts_at, ends_at, values = [], [], [], []
+        for part in parts:
+            if not part.num_rows:
+                continue
+            distinct, index = _distinct_keys([part.column(c) for c in self.key_cols])
+            first_seen = np.array([seen.setdefault(key, len(seen)) for key in distinct], dtype=np.int64)
+            ids.append(first_seen[index])
+            starts_at.append(part.column("valid_from").to_numpy().astype(np.int64))
+            ends_at.append(pc.fill_null(part.column("valid_to"), _OPEN).to_numpy().astype(np.int64))
+            values.append(_dictionary_strings(part.select(value_names), narrow=False))
+            del part
+            pa.default_memory_pool().release_unused()  # the decoded part's buffers, before the next is read
+        keys = list(seen)
+        # keys in (namesrv, key) order, NULL last as Arrow sorts, then each key's rows by valid_from
+        by_key = sorted(range(len(keys)), key=lambda k: tuple((1, "") if v is None else (0, v) for v in keys[k]))
+        rank = np.empty(len(keys), dtype=np.int64)
+        rank[by_key] = np.arange(len(keys), dtype=np.int64)
+        key_ids = rank[np.concatenate(ids)] if ids else _EMPTY
+        valid_from = np.concatenate(starts_at) if starts_at else _EMPTY
+        del ids, starts_at  # each array once at a time: the peak of a load is what this method holds
+        order = np.lexsort((valid_from, key_ids))
+        key_ids, valid_from = key_ids[order], valid_from[order]
+        self.n = n = len(order)
+        self.n_keys = len(keys)
+        self.key_start = np.searchsorted(key_ids, np.arange(self.n_keys + 1, dtype=np.int64)).astype(np.int64)
+        self.key_values: list[tuple[Any, ...]] = [keys[k] for k in by_key]
         self.base = int(valid_from.min()) if n else 0
         if n and (max(horizon, int(valid_from.max())) - self.base >= 1 << _SHIFT or self.n_keys >= 1 << (62 - _SHIFT)):
             raise IndexBuildError(f"cannot index {n} rows / {self.n_keys} keys spanning more than 2**{_SHIFT} ms")
-        key_ids = np.repeat(np.arange(self.n_keys, dtype=np.int64), np.diff(self.key_start))
         self.comp = (key_ids << _SHIFT) | (valid_from - self.base)
-        self.valid_to = pc.fill_null(table.column("valid_to"), _OPEN).to_numpy().astype(np.int64)
-        heads = table.select(list(self.key_cols)).take(pa.array(starts)) if n else table.select(list(self.key_cols))
-        self.key_values: list[tuple[Any, ...]] = list(zip(*(heads.column(c).to_pylist() for c in heads.column_names))) if n else []
+        self.valid_to = np.concatenate(ends_at)[order] if ends_at else _EMPTY
+        del ends_at
         self.ns_keys: dict[str, tuple[int, int]] = {}
         for k, key in enumerate(self.key_values):
             lo, _ = self.ns_keys.get(key[0], (k, k))
             self.ns_keys[key[0]] = (lo, k + 1)
-        self.key_types = {c: table.schema.field(c).type for c in self.key_cols}
-        self.values = _dictionary_strings(table.drop_columns([*self.key_cols, "valid_from", "valid_to"]))
+        held = pa.concat_tables(values).unify_dictionaries() if values else schema.empty_table().select(value_names)
+        del values
+        self.values = _dictionary_strings(held.take(pa.array(order, type=pa.int64())).combine_chunks())
 
     def alive_with_keys(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(row indices, their key ids) of the rows of ``keys`` valid at ``t``, in ``keys`` order.
@@ -264,34 +281,103 @@ def _distinct_rows(columns: Sequence[pa.ChunkedArray]) -> tuple[np.ndarray, np.n
     n = len(columns[0]) if columns else 0
     if n == 0:
         return np.empty((0, len(columns)), dtype=np.int32), np.empty(0, dtype=np.int64)
-    encoded = [c.combine_chunks().dictionary_encode() for c in columns]
-    sizes = [len(e.dictionary) for e in encoded]
-    if float(np.prod([float(x) for x in sizes])) >= 2.0**62:  # the combined code would overflow: sort instead
+    encoded = [_chunk(c).dictionary_encode() for c in columns]
+    combined = _combined_codes(encoded)
+    if combined is None:  # the combined code would overflow: sort instead
         values, index = np.unique(np.stack([c.to_numpy().astype(np.int32) for c in columns], axis=1), axis=0, return_inverse=True)
         return values, index.reshape(-1)
-    code = np.zeros(n, dtype=np.int64)
+    distinct, index = combined
+    values = np.empty((len(distinct[0]), len(columns)), dtype=np.int32)
+    for j, digits in enumerate(distinct):
+        values[:, j] = encoded[j].dictionary.to_numpy()[digits]
+    return values, index
+
+
+def _distinct_keys(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[tuple[Any, ...]], np.ndarray]:
+    """(distinct rows as tuples, each row's index into them) of equal-length columns of any type,
+    NULL a value of its own; hash-based like :func:`_distinct_rows`."""
+    encoded = [_chunk(c).dictionary_encode(null_encoding="encode") for c in columns]
+    combined = _combined_codes(encoded)
+    if combined is None:
+        rows = list(zip(*(c.to_pylist() for c in columns)))
+        first: dict[tuple[Any, ...], int] = {}
+        index = np.array([first.setdefault(r, len(first)) for r in rows], dtype=np.int64)
+        return list(first), index
+    distinct, index = combined
+    names = [e.dictionary.to_pylist() for e in encoded]
+    return list(zip(*([names[j][d] for d in digits.tolist()] for j, digits in enumerate(distinct)))), index
+
+
+def _chunk(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _combined_codes(encoded: Sequence[pa.DictionaryArray]) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """The distinct combinations of the dictionary codes of ``encoded`` (per column, each
+    combination's code) and each row's index into them; None when a combined code would not fit in
+    62 bits."""
+    sizes = [max(len(e.dictionary), 1) for e in encoded]
+    if float(np.prod([float(x) for x in sizes])) >= 2.0**62:
+        return None
+    code = np.zeros(len(encoded[0]), dtype=np.int64)
     for e, size in zip(encoded, sizes):
-        code = code * size + e.indices.to_numpy().astype(np.int64)
+        code = code * size + e.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     combined = pa.array(code).dictionary_encode()
-    distinct = combined.dictionary.to_numpy().copy()
-    values = np.empty((len(distinct), len(columns)), dtype=np.int32)
-    for j in range(len(columns) - 1, -1, -1):  # the codes back into each column's values
-        distinct, digit = np.divmod(distinct, sizes[j])
-        values[:, j] = encoded[j].dictionary.to_numpy()[digit]
-    return values, combined.indices.to_numpy().astype(np.int64)
+    rest = combined.dictionary.to_numpy().copy()
+    digits: list[np.ndarray] = [np.empty(0)] * len(encoded)
+    for j in range(len(encoded) - 1, -1, -1):
+        rest, digits[j] = np.divmod(rest, sizes[j])
+    return digits, combined.indices.to_numpy().astype(np.int64)
 
 
-def _dictionary_strings(table: pa.Table) -> pa.Table:
-    """``table`` with every string column dictionary-encoded (one chunk each), with the narrowest
-    index type its distinct values allow: the same values, and a fraction of the memory when values
-    repeat (a cause, a zone, an order conf per interval row)."""
+def _dictionary_strings(table: pa.Table, *, narrow: bool = True) -> pa.Table:
+    """``table`` with every string column dictionary-encoded (one chunk each); with ``narrow``, with
+    the narrowest index type its distinct values allow: the same values, and a fraction of the
+    memory when values repeat (a cause, a zone, an order conf per interval row)."""
     for i, field in enumerate(table.schema):
+        column = table.column(i)
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            encoded = table.column(i).combine_chunks().dictionary_encode()
-            size = len(encoded.dictionary)
+            column = column.combine_chunks().dictionary_encode()
+            field = pa.field(field.name, column.type)
+        if narrow and pa.types.is_dictionary(field.type):
+            column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            size = len(column.dictionary)
             index = pa.int8() if size < 1 << 7 else pa.int16() if size < 1 << 15 else pa.int32()
-            table = table.set_column(i, field.name, encoded.cast(pa.dictionary(index, field.type)))
+            column = column.cast(pa.dictionary(index, field.type.value_type))
+        table = table.set_column(i, field.name, column)
     return table
+
+
+#: Rows of a table version decoded at once while the index is built (see :func:`_parts`).
+PART_ROWS = 1 << 18
+
+
+def _parts(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> tuple[Iterator[pa.Table], pa.Schema]:
+    """The ``columns`` of a table version as tables of about :data:`PART_ROWS` rows (the batches
+    read, a few files ahead at most, gathered so that the per-part work is not paid per row group),
+    and their schema."""
+    data = dataset(spec, warehouse.files(spec, version))
+
+    pending: list[pa.RecordBatch] = []
+
+    def handed_over() -> pa.Table:  # the part, no longer referenced here while the caller works on it
+        nonlocal pending
+        batches, pending = pending, []
+        return pa.Table.from_batches(batches)
+
+    def gathered() -> Iterator[pa.Table]:
+        rows = 0
+        for batch in data.to_batches(columns=columns, fragment_readahead=2, batch_readahead=2):
+            pending.append(batch)
+            rows += batch.num_rows
+            del batch
+            if rows >= PART_ROWS:
+                rows = 0
+                yield handed_over()
+        if pending:
+            yield handed_over()
+
+    return gathered(), pa.schema([data.schema.field(c) for c in columns])
 
 
 def _read(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> pa.Table:
@@ -338,7 +424,7 @@ class RouteIndex:
         warehouse = Warehouse(root, None, "delta-rs")
 
         self._tables: dict[str, _Intervals] = {
-            name: _Intervals(_read(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon)
+            name: _Intervals(*_parts(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon)
             for name, spec in RESIDENT.items()
         }
         live = TABLES[_STORED]
