@@ -10,8 +10,9 @@ asyncio event loop, over the latest published run of a warehouse.
 * Reload: every ``--reload-interval`` seconds the ``gold.publish_log`` version is read; when it
   changed and the latest publish names another run or other table versions (a compaction of the
   publish log changes its version, not its latest row), a new index is built in a worker thread
-  and then swapped in with one reference assignment. Requests take the reference once, so those in flight finish on the old index and
-  none is dropped; a failed rebuild is reported on stderr and the old index keeps serving.
+  and then swapped in with one reference assignment. Requests take the reference once, so those
+  in flight finish on the old index and none is dropped; a failed rebuild is reported on stderr
+  and the old index keeps serving.
 * SIGINT/SIGTERM: stop listening, finish, exit 0.
 * A request aiohttp cannot parse (a line too long, a bad header) is answered 400 and logged on
   stderr as one line, without aiohttp's traceback: it is the client's error, and a scanner sending
