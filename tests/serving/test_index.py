@@ -234,3 +234,24 @@ def test_the_queue_numbers_are_held_as_distinct_rows_and_an_index(distinct) -> N
     assert len(values) == len({tuple(r) for r in rows.tolist()})
     empty, none = _distinct_rows([pa.chunked_array([pa.array([], pa.int32())])] * 4)
     assert empty.shape == (0, 4) and none.shape == (0,)
+
+
+@pytest.mark.parametrize("distinct", [(3, 50, 7), (1 << 16,) * 4])
+def test_the_keys_of_a_part_are_its_distinct_rows_with_null_a_value(distinct) -> None:
+    """The key columns of a part become (distinct key tuples, each row's index into them), NULL a
+    value of its own; with more distinct values than a combined 62-bit code can hold, by a dict."""
+    import numpy as np
+    import pyarrow as pa
+
+    from nsreplay.serving.index import _distinct_keys
+
+    rng = np.random.default_rng(11)
+    n = max(distinct) * 2
+    columns = []
+    for k in distinct:
+        values = [None if v == 0 else f"v{v}" for v in rng.integers(0, k, size=n).tolist()]
+        columns.append(pa.chunked_array([pa.array(values[: n // 2], pa.string()), pa.array(values[n // 2 :], pa.string())]))
+    keys, index = _distinct_keys(columns)
+    rows = list(zip(*(c.to_pylist() for c in columns)))
+    assert [keys[i] for i in index.tolist()] == rows
+    assert len(keys) == len(set(rows)) and any(None in key for key in keys)
