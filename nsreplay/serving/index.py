@@ -104,7 +104,7 @@ _STORED = "brokerLiveTable"  # read per request (see the module docstring)
 #: The tables held in memory: every table of TABLES but the broker-live table.
 RESIDENT: dict[str, TableSpec] = {name: spec for name, spec in TABLES.items() if name != _STORED}
 _CHANGE_COLUMNS = ["ts", "tick_ts", "phase", "record_rank", "table", "key", "op", "before", "after", "cause"]
-#: The four numbers of a QueueData, in its constructor's order (held apart: see ``_load_topic_columns``).
+#: The four numbers of a QueueData, in its constructor's order (held as distinct rows: ``_Intervals``).
 QUEUE_NUMBERS = ("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
 _LIVE_COLUMNS = ["cluster", "broker_addr", "last_update_ts", "heartbeat_timeout_ms", "dv_state_version", "dv_timestamp", "dv_counter", "conn", "ha_server_addr"]
 
@@ -159,10 +159,13 @@ class _Intervals:
 
     What is held per row is what a lookup needs: the composite ``comp`` array (key id and
     ``valid_from``) and ``valid_to``, for the bisection, and the table's other columns (``values``:
-    strings dictionary-encoded with the narrowest index type). The key columns are held once per
-    key (``key_values``), not per row; :meth:`columns` puts any rows' gold columns back together."""
+    strings dictionary-encoded with the narrowest index type; the int32 columns named in
+    ``distinct_rows`` as an index into their distinct combinations, ``row_values``). The key columns
+    are held once per key (``key_values``), not per row; :meth:`columns` puts any rows' gold columns
+    back together."""
 
-    def __init__(self, parts: Iterable[pa.Table], schema: pa.Schema, key_cols: Sequence[str], horizon: int) -> None:
+    def __init__(self, parts: Iterable[pa.Table], schema: pa.Schema, key_cols: Sequence[str], horizon: int,
+                 distinct_rows: Sequence[str] = ()) -> None:
         """Index the rows of ``parts`` (the table's columns, ``schema``), read one part at a time:
         each part is reduced to the arrays held (its rows' key ids, ``valid_from``, ``valid_to``,
         the value columns) before the next is decoded, so the peak of a load follows what is held,
@@ -210,6 +213,11 @@ class _Intervals:
         held = pa.concat_tables(values).unify_dictionaries() if values else schema.empty_table().select(value_names)
         del values
         self.values = _dictionary_strings(held.take(pa.array(order, type=pa.int64())).combine_chunks())
+        self.row_columns: tuple[str, ...] = tuple(distinct_rows)
+        self.row_values, index = _distinct_rows([self.values.column(c) for c in self.row_columns])
+        self.row_index = index.astype(np.int32 if len(self.row_values) >= 1 << 15 else np.int16)
+        self.row_types = [self.values.schema.field(c).type for c in self.row_columns]
+        self.values = self.values.drop_columns(list(self.row_columns))
 
     def alive_with_keys(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(row indices, their key ids) of the rows of ``keys`` valid at ``t``, in ``keys`` order.
@@ -264,6 +272,9 @@ class _Intervals:
             elif name == "valid_to":
                 ends = self.valid_to[rows]
                 out[name] = pa.array(ends, type=pa.int64(), mask=ends == _OPEN)
+            elif name in self.row_columns:
+                j = self.row_columns.index(name)
+                out[name] = pa.array(self.row_values[self.row_index[rows], j], type=self.row_types[j])
             else:
                 out[name] = self.values.column(name).take(taken)
         return pa.table(out)
@@ -271,7 +282,7 @@ class _Intervals:
     def nbytes(self) -> int:
         """Bytes held: the value columns, the bisection arrays and the key boundaries (the key tuples
         themselves, one per key, are Python objects and not counted)."""
-        return self.values.nbytes + self.comp.nbytes + self.valid_to.nbytes + self.key_start.nbytes
+        return self.values.nbytes + self.comp.nbytes + self.valid_to.nbytes + self.key_start.nbytes + self.row_values.nbytes + self.row_index.nbytes
 
 
 def _distinct_rows(columns: Sequence[pa.ChunkedArray]) -> tuple[np.ndarray, np.ndarray]:
@@ -424,7 +435,8 @@ class RouteIndex:
         warehouse = Warehouse(root, None, "delta-rs")
 
         self._tables: dict[str, _Intervals] = {
-            name: _Intervals(*_parts(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon)
+            name: _Intervals(*_parts(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon,
+                             distinct_rows=QUEUE_NUMBERS if name == "topicQueueTable" else ())
             for name, spec in RESIDENT.items()
         }
         live = TABLES[_STORED]
@@ -456,12 +468,10 @@ class RouteIndex:
 
     def _load_topic_columns(self) -> None:
         topics = self._tables["topicQueueTable"]
-        # a QueueData's four numbers, as in the schema (IntegerType: int32), held once per distinct
-        # value (a few hundred a day: most topics have the same) with a row's index into them
-        self._tq_values, index = _distinct_rows([topics.values.column(c) for c in QUEUE_NUMBERS])
-        self._tq_index = index.astype(np.int32 if len(self._tq_values) >= 1 << 15 else np.int16)
+        # a QueueData's four numbers, held by the table once per distinct value (a few hundred a
+        # day: most topics have the same) with a row's index into them; here as tuples to render
+        self._tq_values, self._tq_index = topics.row_values, topics.row_index
         self._tq_queues: list[tuple[int, int, int, int]] = [tuple(map(int, v)) for v in self._tq_values]
-        topics.values = topics.values.drop_columns(list(QUEUE_NUMBERS))
         self._topic_keys: dict[tuple[str, str], tuple[int, int]] = {}
         for k, (ns, topic, _name) in enumerate(topics.key_values):
             lo, _ = self._topic_keys.get((ns, topic), (k, k))
@@ -627,7 +637,8 @@ class RouteIndex:
         if table == _STORED:
             out = self._live_rows(namesrv, t, columns)
         else:
-            out = self._resident_rows(table, self._tables[table].alive_ns(namesrv, t), columns)
+            rows = self._tables[table].alive_ns(namesrv, t)
+            out = self._tables[table].columns(rows, columns).to_pylist() if len(rows) else []
         if table == "brokerAddrTable":
             for r in out:
                 r["broker_addrs"] = {str(i): a for i, a in sorted(r["broker_addrs"])}
@@ -743,18 +754,6 @@ class RouteIndex:
             })
         return {ts: tuple(rows) for ts, rows in out.items()}
 
-    def _resident_rows(self, table: str, rows: np.ndarray, columns: Sequence[str]) -> list[dict[str, Any]]:
-        """``columns`` of the rows at ``rows`` of a resident table, as dicts in that column order (a
-        QueueData's numbers from the distinct values they are held as)."""
-        if not len(rows):
-            return []
-        intervals = self._tables[table]
-        held = intervals.columns(rows, [c for c in columns if table != "topicQueueTable" or c not in QUEUE_NUMBERS])
-        if table == "topicQueueTable":
-            numbers = self._tq_values[self._tq_index[rows]]
-            held = pa.table({c: held.column(c) if c not in QUEUE_NUMBERS else pa.array(numbers[:, QUEUE_NUMBERS.index(c)], type=pa.int32()) for c in columns})
-        return held.to_pylist()
-
     def _filter_entries(self, rows: np.ndarray) -> dict[Any, tuple[str, ...]]:
         if not len(rows):
             return {}
@@ -763,7 +762,7 @@ class RouteIndex:
 
     def memory_bytes(self) -> int:
         """Bytes held in memory: the resident tables (Arrow buffers and numpy arrays)."""
-        return sum(t.nbytes() for t in self._tables.values()) + self._tq_values.nbytes + self._tq_index.nbytes
+        return sum(t.nbytes() for t in self._tables.values())
 
     def describe(self) -> str:
         """One line: run id and what it covers."""
