@@ -3,10 +3,10 @@ read from a /proc tree (built in a temporary directory) and from this machine's 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from nsreplay.process_cpu import parent_pid, read_tree_cpu, tree_cpu, with_children_seconds
@@ -51,19 +51,33 @@ def test_a_proc_directory_reads_like_the_pure_function(tmp_path: Path) -> None:
 _BURN = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
 
 
+#: The scenario of the test below, run in a fresh interpreter: this test process has other
+#: descendants (the session's Spark JVM, its Python workers, servers other tests started), and one
+#: of them ending unreaped by the tree takes its CPU out of the tree between two readings.
+_SCENARIO = f"""
+import json, os, subprocess, sys, time
+from nsreplay.process_cpu import read_tree_cpu
+BURN = {_BURN!r}
+before = read_tree_cpu(os.getpid())
+running = subprocess.Popen([sys.executable, "-c", BURN + "time.sleep(30)"])
+try:
+    deadline = time.monotonic() + 20
+    while (read_tree_cpu(running.pid) or 0) < 0.5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    live = read_tree_cpu(os.getpid())
+finally:
+    running.kill()
+    running.wait()
+subprocess.run([sys.executable, "-c", BURN], check=True)  # ends and is waited for
+after = read_tree_cpu(os.getpid())
+print(json.dumps([before, live, after]))
+"""
+
+
 def test_this_process_counts_a_child_that_burned_cpu_and_ended() -> None:
-    before = read_tree_cpu(os.getpid())
-    running = subprocess.Popen([sys.executable, "-c", _BURN + "time.sleep(30)"])
-    try:
-        deadline = time.monotonic() + 20
-        while (read_tree_cpu(running.pid) or 0) < 0.5 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        live = read_tree_cpu(os.getpid())
-    finally:
-        running.kill()
-        running.wait()
-    subprocess.run([sys.executable, "-c", _BURN], check=True)  # ends and is waited for
-    after = read_tree_cpu(os.getpid())
+    done = subprocess.run([sys.executable, "-c", _SCENARIO], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                          check=True, timeout=120)
+    before, live, after = json.loads(done.stdout.splitlines()[-1])
     assert before is not None and live is not None and after is not None
     assert live - before >= 0.5  # the live child's time
     assert after - before >= 1.1  # both children, the ended ones in this process's share
