@@ -48,9 +48,10 @@ import json
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -166,58 +167,80 @@ class _Intervals:
 
     def __init__(self, parts: Iterable[pa.Table], schema: pa.Schema, key_cols: Sequence[str], horizon: int,
                  distinct_rows: Sequence[str] = ()) -> None:
-        """Index the rows of ``parts`` (the table's columns, ``schema``), read one part at a time:
-        each part is reduced to the arrays held (its rows' key ids, ``valid_from``, ``valid_to``,
-        the value columns) before the next is decoded, so the peak of a load follows what is held,
-        not the decoded table and its sorted copy."""
+        """Index the rows of ``parts`` (the table's columns, ``schema``), read one part at a time.
+
+        Each part is reduced to what is held before the next is decoded: its rows' key ids,
+        ``valid_from`` and ``valid_to``, and per value column a code into the distinct values of
+        every part so far (strings; the ``distinct_rows`` columns together) or, for other types,
+        the column itself. So the peak of a load is what is held plus one part and one sort of
+        the bisection arrays, not the decoded table and its sorted copy."""
         self.key_cols: tuple[str, ...] = ("namesrv", *key_cols)
         self.key_types = {c: schema.field(c).type for c in self.key_cols}
         value_names = [f.name for f in schema if f.name not in self.key_types and f.name not in ("valid_from", "valid_to")]
-        seen: dict[tuple[Any, ...], int] = {}  # key -> id in order of first sight
-        ids, starts_at, ends_at, values = [], [], [], []
+        self.row_columns: tuple[str, ...] = tuple(distinct_rows)
+        strings = [c for c in value_names if _is_string(schema.field(c).type) and c not in self.row_columns]
+        others = [c for c in value_names if c not in strings and c not in self.row_columns]
+        keys, rows = _Book(), _Book()
+        books = {c: _Book() for c in strings}
+        kept: dict[str, list[pa.ChunkedArray]] = {c: [] for c in others}
+        starts_at, ends_at = [], []
         for part in parts:
             if not part.num_rows:
                 continue
-            distinct, index = _distinct_keys([part.column(c) for c in self.key_cols])
-            first_seen = np.array([seen.setdefault(key, len(seen)) for key in distinct], dtype=np.int64)
-            ids.append(first_seen[index])
+            keys.add(*_distinct_keys([part.column(c) for c in self.key_cols]))
+            for c, book in books.items():
+                book.add(*_distinct_keys([part.column(c)]))
+            if self.row_columns:
+                values, index = _distinct_rows([part.column(c) for c in self.row_columns])
+                rows.add([tuple(r) for r in values.tolist()], index)
+            for c in others:
+                kept[c].append(part.column(c))
             starts_at.append(part.column("valid_from").to_numpy().astype(np.int64))
             ends_at.append(pc.fill_null(part.column("valid_to"), _OPEN).to_numpy().astype(np.int64))
-            values.append(_dictionary_strings(part.select(value_names), narrow=False))
             del part
             pa.default_memory_pool().release_unused()  # the decoded part's buffers, before the next is read
-        keys = list(seen)
+        key_list = list(keys.values)
         # keys in (namesrv, key) order, NULL last as Arrow sorts, then each key's rows by valid_from
-        by_key = sorted(range(len(keys)), key=lambda k: tuple((1, "") if v is None else (0, v) for v in keys[k]))
-        rank = np.empty(len(keys), dtype=np.int64)
-        rank[by_key] = np.arange(len(keys), dtype=np.int64)
-        key_ids = rank[np.concatenate(ids)] if ids else _EMPTY
+        by_key = sorted(range(len(key_list)), key=lambda k: tuple((1, "") if v is None else (0, v) for v in key_list[k]))
+        rank = np.empty(len(key_list), dtype=np.int64)
+        rank[by_key] = np.arange(len(key_list), dtype=np.int64)
+        comp = rank[keys.codes()]  # each row's key id, then (in place) the composite array
         valid_from = np.concatenate(starts_at) if starts_at else _EMPTY
-        del ids, starts_at  # each array once at a time: the peak of a load is what this method holds
-        order = np.lexsort((valid_from, key_ids))
-        key_ids, valid_from = key_ids[order], valid_from[order]
-        self.n = n = len(order)
-        self.n_keys = len(keys)
-        self.key_start = np.searchsorted(key_ids, np.arange(self.n_keys + 1, dtype=np.int64)).astype(np.int64)
-        self.key_values: list[tuple[Any, ...]] = [keys[k] for k in by_key]
+        del starts_at
+        self.n = n = len(comp)
+        self.n_keys = len(key_list)
+        self.key_values: list[tuple[Any, ...]] = [key_list[k] for k in by_key]
         self.base = int(valid_from.min()) if n else 0
         if n and (max(horizon, int(valid_from.max())) - self.base >= 1 << _SHIFT or self.n_keys >= 1 << (62 - _SHIFT)):
             raise IndexBuildError(f"cannot index {n} rows / {self.n_keys} keys spanning more than 2**{_SHIFT} ms")
-        self.comp = (key_ids << _SHIFT) | (valid_from - self.base)
+        # key_id << _SHIFT | (valid_from - base) orders rows by key, then valid_from; one stable sort
+        np.subtract(valid_from, self.base, out=valid_from)
+        np.left_shift(comp, _SHIFT, out=comp)
+        np.bitwise_or(comp, valid_from, out=comp)
+        del valid_from
+        order = np.argsort(comp, kind="stable")
+        self.comp = comp[order]
+        del comp
+        # a key's first row: the first composite at or above key_id << _SHIFT
+        self.key_start = np.searchsorted(self.comp, np.arange(self.n_keys + 1, dtype=np.int64) << _SHIFT).astype(np.int64)
         self.valid_to = np.concatenate(ends_at)[order] if ends_at else _EMPTY
         del ends_at
         self.ns_keys: dict[str, tuple[int, int]] = {}
         for k, key in enumerate(self.key_values):
             lo, _ = self.ns_keys.get(key[0], (k, k))
             self.ns_keys[key[0]] = (lo, k + 1)
-        held = pa.concat_tables(values).unify_dictionaries() if values else schema.empty_table().select(value_names)
-        del values
-        self.values = _dictionary_strings(held.take(pa.array(order, type=pa.int64())).combine_chunks())
-        self.row_columns: tuple[str, ...] = tuple(distinct_rows)
-        self.row_values, index = _distinct_rows([self.values.column(c) for c in self.row_columns])
-        self.row_index = index.astype(np.int32 if len(self.row_values) >= 1 << 15 else np.int16)
-        self.row_types = [self.values.schema.field(c).type for c in self.row_columns]
-        self.values = self.values.drop_columns(list(self.row_columns))
+        taken = pa.array(order, type=pa.int64())
+        columns: dict[str, pa.Array] = {}
+        for c in value_names:
+            if c in books:
+                columns[c] = _dictionary_column(books[c], order, schema.field(c).type)
+            elif c in kept:
+                columns[c] = pa.chunked_array(kept.pop(c), type=schema.field(c).type).take(taken).combine_chunks()
+        self.values = pa.table(columns, schema=pa.schema([pa.field(c, a.type) for c, a in columns.items()]))
+        self.row_values = np.array(list(rows.values), dtype=np.int32).reshape(len(rows.values), len(self.row_columns))
+        index_type = np.int32 if len(self.row_values) >= 1 << 15 else np.int16
+        self.row_index = rows.codes()[order].astype(index_type) if self.row_columns else np.empty(0, dtype=index_type)
+        self.row_types = [schema.field(c).type for c in self.row_columns]
 
     def alive_with_keys(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(row indices, their key ids) of the rows of ``keys`` valid at ``t``, in ``keys`` order.
@@ -341,47 +364,80 @@ def _combined_codes(encoded: Sequence[pa.DictionaryArray]) -> tuple[list[np.ndar
     return digits, combined.indices.to_numpy().astype(np.int64)
 
 
-def _dictionary_strings(table: pa.Table, *, narrow: bool = True) -> pa.Table:
-    """``table`` with every string column dictionary-encoded (one chunk each); with ``narrow``, with
-    the narrowest index type its distinct values allow: the same values, and a fraction of the
-    memory when values repeat (a cause, a zone, an order conf per interval row)."""
-    for i, field in enumerate(table.schema):
-        column = table.column(i)
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            column = column.combine_chunks().dictionary_encode()
-            field = pa.field(field.name, column.type)
-        if narrow and pa.types.is_dictionary(field.type):
-            column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-            size = len(column.dictionary)
-            index = pa.int8() if size < 1 << 7 else pa.int16() if size < 1 << 15 else pa.int32()
-            column = column.cast(pa.dictionary(index, field.type.value_type))
-        table = table.set_column(i, field.name, column)
-    return table
+def _is_string(type_: pa.DataType) -> bool:
+    return pa.types.is_string(type_) or pa.types.is_large_string(type_)
+
+
+class _Book:
+    """The distinct values of a column (or of a tuple of columns) across the parts of a load, in
+    order of first sight, and each row's int32 code into them, part by part."""
+
+    def __init__(self) -> None:
+        self.values: dict[Any, int] = {}
+        self._codes: list[np.ndarray] = []
+
+    def add(self, distinct: Sequence[Any], index: np.ndarray) -> None:
+        """A part: its distinct values and each of its rows' index into them."""
+        first = np.array([self.values.setdefault(v, len(self.values)) for v in distinct], dtype=np.int32)
+        self._codes.append(first[index])
+
+    def codes(self) -> np.ndarray:
+        """Every row's code, parts in the order they were added."""
+        return np.concatenate(self._codes) if self._codes else np.empty(0, dtype=np.int32)
+
+
+def _dictionary_column(book: _Book, order: np.ndarray, value_type: pa.DataType) -> pa.DictionaryArray:
+    """The string column whose distinct values (1-tuples, NULL one of them) and row codes ``book``
+    holds, rows in ``order``, dictionary-encoded with the narrowest index type its distinct values
+    allow: a fraction of the memory when values repeat (a cause, a zone, an order conf per row)."""
+    values = [v for (v,) in book.values]
+    codes = book.codes()[order]
+    null = book.values.get((None,))
+    mask = None
+    if null is not None:  # NULL is a row without a value, not an entry of the dictionary
+        mask = codes == null
+        codes = codes - (codes > null)
+        codes[mask] = 0
+        del values[null]
+    size = len(values)
+    index = pa.int8() if size < 1 << 7 else pa.int16() if size < 1 << 15 else pa.int32()
+    indices = pa.array(codes.astype(index.to_pandas_dtype()), type=index, mask=mask)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(values, type=value_type))
 
 
 #: Rows of a table version decoded at once while the index is built (see :func:`_parts`).
 PART_ROWS = 1 << 18
+#: Files of a table version read ahead of the one being indexed (see :func:`_parts`).
+FILES_AHEAD = 2
 
 
 def _parts(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> tuple[Iterator[pa.Table], pa.Schema]:
-    """The ``columns`` of a table version as tables of about :data:`PART_ROWS` rows (the batches
-    read, a few files ahead at most, gathered so that the per-part work is not paid per row group),
-    and their schema."""
+    """The ``columns`` of a table version as tables of about :data:`PART_ROWS` rows (whole files,
+    gathered so that the per-part work is not paid per file), and their schema.
+
+    The files are read by a few threads, at most :data:`FILES_AHEAD` files ahead of the part being
+    indexed: the reads overlap each file's latency (object storage), and the decoded data waiting
+    is a few files whatever the history. (A dataset scan reads ahead of a slow consumer up to
+    Arrow's back-pressure threshold, not its ``*_readahead`` arguments: it held ~80 MB of decoded
+    batches in a 16-day history's load, and that grew with the history.)"""
     data = dataset(spec, warehouse.files(spec, version))
 
-    pending: list[pa.RecordBatch] = []
+    def read(fragment: pads.Fragment) -> pa.Table:
+        return fragment.to_table(columns=columns, schema=data.schema, use_threads=False)
+
+    pending: list[pa.Table] = []
 
     def handed_over() -> pa.Table:  # the part, no longer referenced here while the caller works on it
         nonlocal pending
-        batches, pending = pending, []
-        return pa.Table.from_batches(batches)
+        tables, pending = pending, []
+        return pa.concat_tables(tables)
 
     def gathered() -> Iterator[pa.Table]:
         rows = 0
-        for batch in data.to_batches(columns=columns, fragment_readahead=2, batch_readahead=2):
-            pending.append(batch)
-            rows += batch.num_rows
-            del batch
+        for table in _in_order(data.get_fragments(), read, FILES_AHEAD):
+            pending.append(table)
+            rows += table.num_rows
+            del table
             if rows >= PART_ROWS:
                 rows = 0
                 yield handed_over()
@@ -389,6 +445,24 @@ def _parts(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[st
             yield handed_over()
 
     return gathered(), pa.schema([data.schema.field(c) for c in columns])
+
+
+def _in_order(items: Iterable[Any], read: Callable[[Any], Any], ahead: int) -> Iterator[Any]:
+    """``read(item)`` of each item, in order, by ``ahead`` threads: at most ``ahead`` reads run or
+    wait to be taken beyond the one just returned. Closing the iterator waits for the reads in
+    flight and drops their results."""
+    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="nsreplay-index-read") as pool:
+        started: deque[Future[Any]] = deque()
+        try:
+            for item in items:
+                started.append(pool.submit(read, item))
+                if len(started) > ahead:
+                    yield started.popleft().result()
+            while started:
+                yield started.popleft().result()
+        finally:
+            for future in started:
+                future.cancel()
 
 
 def _read(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> pa.Table:

@@ -25,21 +25,28 @@ def _same(a: Answer, b: Answer) -> bool:
     return same_answer(a, b) and a == b
 
 
-def test_route_cluster_topics_match_the_oracle(demo_index, demo_oracle, demo_instants, demo_topics):
+def _assert_answers_match(index, oracle, instants_by_ns, topics) -> int:
+    """Every route (both request versions), cluster and topic-list answer of ``index`` at every
+    instant is the oracle's; returns how many routes were compared."""
     checked = 0
-    for ns, instants in demo_instants.items():
+    for ns, instants in instants_by_ns.items():
         for t in instants:
-            snap = demo_oracle.snapshot(ns, t)
-            for topic in demo_topics[ns]:
+            snap = oracle.snapshot(ns, t)
+            for topic in topics[ns]:
                 for version in (121, 401):
-                    got = demo_index.route(ns, topic, t, request_version=version)
+                    got = index.route(ns, topic, t, request_version=version)
                     want = route_info(snap, topic, request_version=version)
                     assert _same(got, want), (ns, t, topic, version, got, want)
                     checked += 1
             for version in (121, 401):
-                assert _same(demo_index.cluster(ns, t, request_version=version), cluster_info(snap, request_version=version)), (ns, t)
-                assert _same(demo_index.topics(ns, t, request_version=version), topic_list(snap, request_version=version)), (ns, t)
-            assert _same(demo_index.cluster(ns, t, request_version=401, shape="standard"), cluster_info(snap, shape="standard"))
+                assert _same(index.cluster(ns, t, request_version=version), cluster_info(snap, request_version=version)), (ns, t)
+                assert _same(index.topics(ns, t, request_version=version), topic_list(snap, request_version=version)), (ns, t)
+            assert _same(index.cluster(ns, t, request_version=401, shape="standard"), cluster_info(snap, shape="standard"))
+    return checked
+
+
+def test_route_cluster_topics_match_the_oracle(demo_index, demo_oracle, demo_instants, demo_topics):
+    checked = _assert_answers_match(demo_index, demo_oracle, demo_instants, demo_topics)
     assert checked > 1000
     assert {n for n in demo_instants} == {c.namesrv for c in demo_oracle.coverage()}
 
@@ -55,14 +62,16 @@ def test_the_oracle_itself_agrees_on_a_sample(demo_index, demo_oracle, demo_inst
             assert _same(demo_index.topics(ns, t, request_version=0), demo_oracle.topics(ns, t, request_version=0))
 
 
-def test_snapshots_and_table_rows_match(demo_root, demo_index, demo_oracle, demo_instants):
-    history = PublishedHistory(demo_root)
+def _assert_tables_match(root, index, oracle, instants_by_ns, per_namesrv: int = 15) -> None:
+    """At ``per_namesrv`` random instants of each NameServer: the full snapshot is the oracle's, and
+    the rows of every table (``/v1/tables``) are the published rows valid then."""
+    history = PublishedHistory(root)
     rnd = random.Random(5)
-    for ns, instants in demo_instants.items():
-        for t in rnd.sample(instants, min(15, len(instants))):
-            assert demo_index.snapshot(ns, t) == demo_oracle.snapshot(ns, t), (ns, t)
+    for ns, instants in instants_by_ns.items():
+        for t in rnd.sample(instants, min(per_namesrv, len(instants))):
+            assert index.snapshot(ns, t) == oracle.snapshot(ns, t), (ns, t)
             for name, spec in TABLES.items():
-                at, tick, rows = demo_index.table_rows(ns, name, t)
+                at, tick, rows = index.table_rows(ns, name, t)
                 want = history.rows(spec, ns, t)
                 for r in want:
                     r.pop("namesrv"), r.pop("run_id")
@@ -70,6 +79,37 @@ def test_snapshots_and_table_rows_match(demo_root, demo_index, demo_oracle, demo
                         r["broker_addrs"] = {str(i): a for i, a in r["broker_addrs"]}
                 key = lambda r: repr(sorted(r.items()))  # noqa: E731
                 assert at == t and sorted(rows, key=key) == sorted(want, key=key), (ns, name, t)
+
+
+def test_snapshots_and_table_rows_match(demo_root, demo_index, demo_oracle, demo_instants):
+    _assert_tables_match(demo_root, demo_index, demo_oracle, demo_instants)
+
+
+def test_an_index_built_from_many_parts_answers_like_the_oracle(demo_root, demo_oracle, demo_instants, demo_topics, monkeypatch):
+    """Parts of a batch each (the demo's topic-route table: six): each part's keys, strings and
+    QueueData numbers are coded against the distinct values of the parts before it, and the rows of
+    all parts are sorted once. The answers and table rows are still the oracle's, NULLs included."""
+    from nsreplay.serving import index as module
+
+    read = {}
+    real_parts = module._parts
+
+    def counted(warehouse, spec, version, columns):
+        parts, schema = real_parts(warehouse, spec, version, columns)
+
+        def each():
+            for part in parts:
+                read[spec.name] = read.get(spec.name, 0) + 1
+                yield part
+
+        return each(), schema
+
+    monkeypatch.setattr(module, "PART_ROWS", 1)
+    monkeypatch.setattr(module, "_parts", counted)
+    index = RouteIndex.load(demo_root)
+    assert read[TOPIC_QUEUE_INTERVALS.name] > 1 and read[TABLES["brokerAddrTable"].name] > 1
+    assert _assert_answers_match(index, demo_oracle, demo_instants, demo_topics) > 1000
+    _assert_tables_match(demo_root, index, demo_oracle, demo_instants, per_namesrv=5)
 
 
 def test_tick_is_the_last_tick_of_the_epoch_grid(demo_root, demo_index, demo_instants):
@@ -255,3 +295,35 @@ def test_the_keys_of_a_part_are_its_distinct_rows_with_null_a_value(distinct) ->
     rows = list(zip(*(c.to_pylist() for c in columns)))
     assert [keys[i] for i in index.tolist()] == rows
     assert len(keys) == len(set(rows)) and any(None in key for key in keys)
+
+
+def test_files_are_read_in_order_and_only_a_few_ahead_of_the_index() -> None:
+    """``_in_order`` returns the reads in the order of the items whatever order they finish in,
+    never starts more than ``ahead`` reads beyond the one last returned, and when the index stops
+    early (a failed build) the reads not started are not started."""
+    import threading
+    import time
+
+    from nsreplay.serving.index import _in_order
+
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def read(i: int) -> int:
+        with lock:
+            started.append(i)
+        time.sleep(0.002 * ((7 * i) % 5))  # later items often finish first
+        return i * i
+
+    taken = []
+    for value in _in_order(range(40), read, 3):
+        taken.append(value)
+        time.sleep(0.003)  # a slow consumer: the reads could run far ahead if they were not held back
+        assert max(started) <= len(taken) - 1 + 3  # the one last returned, and 3 beyond it
+    assert taken == [i * i for i in range(40)] and sorted(started) == list(range(40))
+
+    started.clear()
+    reads = _in_order(range(40), read, 3)
+    assert next(reads) == 0
+    reads.close()
+    assert set(started) <= {0, 1, 2, 3}
