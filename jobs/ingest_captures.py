@@ -15,6 +15,7 @@ from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, r
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
+from pipelines.quality.suites import import_in_background
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings()
     list_capture_files(resolve_path(args.captures))  # a wrong path fails before Spark starts
+    import_in_background()  # Great Expectations, while the Spark session starts
     spark = build_spark(settings, "nsreplay-ingest")
     warehouse = Warehouse(resolve_path(args.warehouse or settings.warehouse.root), spark, settings.warehouse.backend)
     try:

@@ -27,6 +27,7 @@ from nsreplay.runtime import ArgumentParser, UsageError, build_spark, format_ms,
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
+from pipelines.quality.suites import import_in_background
 from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
 
 STAGES = ("all", "ingest", "replay", "quality", "publish")
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage in ("all", "ingest"):
         captures = resolve_path(args.captures) if args.captures else demo_capture(settings)
         list_capture_files(captures)  # a wrong path fails before Spark starts
+    if args.stage in ("all", "ingest", "quality"):
+        import_in_background()  # Great Expectations, while the Spark session starts
     spark = build_spark(settings, f"nsreplay-rebuild-routes-{args.stage}")
     try:
         if args.stage == "all":

@@ -28,3 +28,29 @@ def test_a_failing_expectation_keeps_a_sample_of_its_unexpected_values(spark) ->
     sample = json.loads(between["details"])["sample"]
     assert len(sample) == UNEXPECTED_SAMPLES and set(sample) <= {20, 30, 40, 50, 60, 70, 80}
     assert (not_null["success"], not_null["unexpected_count"]) == (False, 1)
+
+
+def test_great_expectations_can_be_imported_while_the_job_waits_for_spark() -> None:
+    """In a fresh interpreter (this one has imported it already): the import starts in a thread
+    of its own that an early exit waits for, a second call starts nothing, and the first
+    validation's ``_gx`` waits for the thread and gets the module."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, threading\n"
+        "from pipelines.quality import suites\n"
+        "assert 'great_expectations' not in sys.modules\n"
+        "suites.import_in_background()\n"
+        "thread = suites._importing\n"
+        "assert thread is not None and thread.name == 'nsreplay-gx-import' and not thread.daemon\n"
+        "suites.import_in_background()\n"
+        "assert suites._importing is thread\n"
+        "gx = suites._gx()\n"
+        "assert not thread.is_alive() and gx is sys.modules['great_expectations'] and hasattr(gx, 'expectations')\n"
+        "print('ok')\n"
+    )
+    from nsreplay.config import PROJECT_ROOT
+
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
