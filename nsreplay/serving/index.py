@@ -205,7 +205,7 @@ class _Intervals:
         rank = np.empty(len(key_list), dtype=np.int64)
         rank[by_key] = np.arange(len(key_list), dtype=np.int64)
         comp = rank[keys.codes()]  # each row's key id, then (in place) the composite array
-        valid_from = np.concatenate(starts_at) if starts_at else _EMPTY
+        valid_from = np.concatenate(starts_at) if starts_at else np.empty(0, dtype=np.int64)  # written in place below
         del starts_at
         self.n = n = len(comp)
         self.n_keys = len(key_list)
