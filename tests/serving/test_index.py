@@ -86,7 +86,7 @@ def test_snapshots_and_table_rows_match(demo_root, demo_index, demo_oracle, demo
 
 
 def test_an_index_built_from_many_parts_answers_like_the_oracle(demo_root, demo_oracle, demo_instants, demo_topics, monkeypatch):
-    """Parts of a batch each (the demo's topic-route table: six): each part's keys, strings and
+    """Parts of a file each (the demo's topic-route table: six): each part's keys, strings and
     QueueData numbers are coded against the distinct values of the parts before it, and the rows of
     all parts are sorted once. The answers and table rows are still the oracle's, NULLs included."""
     from nsreplay.serving import index as module
