@@ -1,7 +1,8 @@
 """The JVM settings in conf/ reach the JVMs: every environment runs the Parallel collector (an env's
 spark-defaults.conf replaces a key of base's whole, so an env that sets the Java options must repeat
 it), and the session JVM of this test run, configured from conf/base, does run it; the session
-caches frames uncompressed, as conf/base says; the driver JVM of a real run uses the C2 compile
+caches frames uncompressed, as conf/base says, and does not send the Python call site of every
+expression to the JVM; the driver JVM of a real run uses the C2 compile
 thresholds conf/base names, and this session's JVM does run with them."""
 
 from __future__ import annotations
@@ -56,3 +57,31 @@ def test_the_session_jvm_compiles_with_the_c2_thresholds_conf_base_names(spark) 
     bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
     wanted = _xx_values(read_spark_defaults([CONF / "base" / "spark-defaults.conf"])["spark.driver.extraJavaOptions"])
     assert {name: bean.getVMOption(name).getValue() for name in C2_THRESHOLDS} == {name: wanted[name] for name in C2_THRESHOLDS}
+
+
+def test_the_session_builds_expressions_without_sending_their_call_sites(spark, monkeypatch) -> None:
+    """conf/base turns PySpark's DataFrame debugging off, and this session has it off: building an
+    expression costs the JVM calls of the expression only, not the ~10 more that send its Python call
+    site first."""
+    from py4j.clientserver import ClientServerConnection
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    base = read_spark_defaults([CONF / "base" / "spark-defaults.conf"])
+    assert base["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
+
+    commands: list[str] = []
+    send = ClientServerConnection.send_command
+
+    def counted(self, command: str, *args, **kwargs):
+        commands.append(command)
+        return send(self, command, *args, **kwargs)
+
+    F.col("warm")  # the first call may resolve the functions class once
+    monkeypatch.setattr(ClientServerConnection, "send_command", counted)
+    F.col("namesrv")
+    monkeypatch.undo()
+    assert not [c for c in commands if "PySparkCurrentOrigin" in c], commands
+    assert len(commands) <= 4, commands
