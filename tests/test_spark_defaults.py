@@ -7,6 +7,7 @@ thresholds conf/base names, and this session's JVM does run with them."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -74,9 +75,12 @@ def test_the_session_builds_expressions_without_sending_their_call_sites(spark, 
 
     commands: list[str] = []
     send = ClientServerConnection.send_command
+    this_thread = threading.current_thread()
 
     def counted(self, command: str, *args, **kwargs):
-        commands.append(command)
+        # this thread's calls only: py4j's finalizer thread may release proxies meanwhile
+        if threading.current_thread() is this_thread:
+            commands.append(command)
         return send(self, command, *args, **kwargs)
 
     F.col("warm")  # the first call may resolve the functions class once
