@@ -125,9 +125,45 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EPOCH_MS = re.compile(r"-?[0-9]+")  # ASCII digits only: str.isdigit() also takes '²' and '١٢٣'
 
 
+_ISO_8601 = re.compile(
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8})"
+    r"(?:[Tt ](?P<h>[0-9]{2})(?:(?P<colon>:?)(?P<m>[0-9]{2})(?:(?P=colon)(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]+))?)?)?"
+    r"(?P<tz>[Zz]|[+-][0-9]{2}(?::?[0-9]{2})?)?)?"
+)
+
+
+def _isoformat_form(text: str) -> str:
+    """``text`` in the one form ``datetime.fromisoformat`` reads on every Python this project runs on
+    (3.10 reads only what ``isoformat()`` writes: a fraction of 3 or 6 digits, an offset ``±HH:MM``).
+    Takes ISO-8601's extended and basic forms, as 3.11 does: a date (``YYYY-MM-DD`` or ``YYYYMMDD``),
+    then optionally ``T`` or a space, hours[, minutes[, seconds[, a fraction of any length after ``.``
+    or ``,``]]] (with colons or without) and an offset ``Z``/``z``, ``±HH``, ``±HHMM`` or ``±HH:MM``.
+    Anything else is returned as it is, for ``fromisoformat`` to accept or refuse. Digits past the sixth of a fraction are dropped: they
+    cannot move the millisecond the instant is floored to.
+
+    >>> _isoformat_form("20241121T091205,25+0530")
+    '2024-11-21T09:12:05.250000+05:30'
+    """
+    found = _ISO_8601.fullmatch(text)
+    if found is None:
+        return text
+    date, h, m, s, f, tz = found.group("date", "h", "m", "s", "f", "tz")
+    if len(date) == 8:
+        date = f"{date[:4]}-{date[4:6]}-{date[6:]}"
+    out = f"{date}T{h or '00'}:{m or '00'}:{s or '00'}"
+    if f:
+        out += "." + (f + "00000")[:6]
+    if tz in ("Z", "z"):  # RFC 3339 allows a lowercase z
+        out += "+00:00"
+    elif tz:
+        digits = tz[1:].replace(":", "")
+        out += f"{tz[0]}{digits[:2]}:{digits[2:] or '00'}"
+    return out
+
+
 def parse_time(text: str) -> int:
-    """Epoch milliseconds from ISO-8601 (with an offset, Z or z; naive means UTC; a fraction of a
-    millisecond is floored) or from epoch ms (ASCII digits; more than 19 of them name an instant just
+    """Epoch milliseconds from ISO-8601 (extended or basic form, the same on Python 3.10 and later;
+    with an offset, Z or z; naive means UTC; a fraction of a millisecond is floored) or from epoch ms (ASCII digits; more than 19 of them name an instant just
     beyond a Java long, outside any history). Anything else: :class:`UsageError`."""
     text = text.strip()
     if _EPOCH_MS.fullmatch(text):
@@ -135,7 +171,7 @@ def parse_time(text: str) -> int:
             return -(2**63) - 1 if text.startswith("-") else 2**63
         return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))  # RFC 3339 allows "z"
+        moment = datetime.fromisoformat(_isoformat_form(text))
     except ValueError as exc:
         raise UsageError(f"not a time: {text!r} (use ISO-8601 like 2024-11-21T03:12:05Z, or epoch milliseconds)") from exc
     if moment.tzinfo is None:

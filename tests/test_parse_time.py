@@ -3,9 +3,11 @@ remoting ``asOf`` extField."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
-from nsreplay.runtime import UsageError, parse_time
+from nsreplay.runtime import UsageError, _isoformat_form, parse_time
 
 
 @pytest.mark.parametrize(
@@ -21,6 +23,15 @@ from nsreplay.runtime import UsageError, parse_time
         ("1969-12-31T23:59:59.9995Z", -1),  # floored, not truncated toward zero
         ("1970-01-01T00:00:00.000001Z", 0),
         ("2262-04-11T23:47:16.854775Z", 9223372036854),  # exact at large values (no float rounding)
+        ("2024-11-21T03:32:05.12Z", 1732159925120),  # a fraction of any length
+        ("2024-11-21T03:32:05,1Z", 1732159925100),  # ISO-8601's decimal comma
+        ("2024-11-21T09:02:05.123+0530", 1732159925123),  # offsets: ±HHMM, ±HH
+        ("2024-11-21T05:32:05.123+02", 1732159925123),
+        ("2024-11-20T22:32:05.123-05:00", 1732159925123),
+        ("20241121T033205.123Z", 1732159925123),  # the basic form
+        ("20241121T0332Z", 1732159920000),
+        ("2024-11-21 03:32:05.123Z", 1732159925123),
+        ("2024-11-21", 1732147200000),  # a date: its midnight, UTC
         ("9223372036854775807", 2**63 - 1),
         ("9" * 5000, 2**63),  # beyond a long: just outside one (int() refuses 4,300 digits)
         ("-" + "9" * 20, -(2**63) - 1),
@@ -30,7 +41,23 @@ def test_parse_time(text, ms):
     assert parse_time(text) == ms
 
 
-@pytest.mark.parametrize("text", ["", "yesterday", "2024-13-01T00:00:00Z", "2024-11-21T03:32:05 05:30", "--5", "²", "١٢٣٤"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "yesterday", "2024-13-01T00:00:00Z", "2024-11-21T03:32:05 05:30", "--5", "²", "١٢٣٤", "2024-11-21T03:32:61Z",
+     "2024-11-21T03:32:05+25:00", "2024-1121T0332Z", "2024-11-21T03:3205Z", "٢٠٢٤-١١-٢١"],
+)
 def test_parse_time_refuses(text):
     with pytest.raises(UsageError, match="not a time"):
         parse_time(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2024-11-21T03:32:05.12Z", "2024-11-21T03:32:05,1234567+0530", "20241121T0332-01", "2024-11-21 03:32", "2024-11-21",
+     "2024-11-21T03:32:05.123456"],
+)
+def test_times_reach_fromisoformat_in_the_form_isoformat_writes(text):
+    """Python 3.10's ``fromisoformat`` reads only what ``isoformat()`` writes; the forms 3.11 added
+    (any fraction length, ±HHMM, the basic form) must reach it rewritten into that form."""
+    form = _isoformat_form(text)
+    assert datetime.fromisoformat(form).isoformat() == form
