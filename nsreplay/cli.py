@@ -30,6 +30,22 @@ class NotAWarehouseError(FileNotFoundError):
     """The ``--warehouse`` path holds no nsreplay warehouse."""
 
 
+class MaintenanceError(RuntimeError):
+    """Some tables of a maintenance command failed (the others were done); its report says which."""
+
+
+def _fail_on_errors(command: str, errors: list[tuple[str, str]], tables: int) -> int:
+    """0, or :class:`MaintenanceError` with the one-line reason the exit status promises on stderr
+    (``errors``: (table, error) of the failed ones, after the report went to stdout)."""
+    if not errors:
+        return 0
+    table, error = errors[0]
+    error = (error.strip().splitlines() or [""])[0]  # a delta-rs error may carry a Rust backtrace
+    more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+    raise MaintenanceError(f"{command}: {len(errors)} of {tables} table(s) failed, the others were done "
+                           f"(see the report on stdout): {table}: {error}{more}")
+
+
 def _add_ingest(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help="ingest capture files into bronze and silver")
     p.add_argument("--captures", required=True)
@@ -235,8 +251,8 @@ def _run_vacuum(args: argparse.Namespace) -> int:
     root, warehouse = _maintained_warehouse(args.warehouse, WAREHOUSE_TABLES)
     results = vacuum_warehouse(warehouse, retention_hours=hours, dry_run=args.dry_run, run_id=new_run_id("vacuum"), tables=tables)
     print(f"vacuum of {root}: retention {hours} h" + (" (dry run: nothing deleted)" if args.dry_run else ""))
-    print(render(results, dry_run=args.dry_run))
-    return 1 if any(r.error is not None for r in results) else 0
+    print(render(results, dry_run=args.dry_run), flush=True)
+    return _fail_on_errors("vacuum", [(r.table, r.error) for r in results if r.error is not None], len(results))
 
 
 def _chosen_tables(names: list[str] | None, known: dict, kind: str) -> list:
@@ -298,8 +314,8 @@ def _run_compact(args: argparse.Namespace) -> int:
     if ledgers:
         results += compact_ledgers(warehouse, LedgerPolicy.from_config(settings.compact), dry_run=args.dry_run, run_id=run_id, tables=ledgers)
     print(f"compaction of {root}" + (" (dry run: nothing written)" if args.dry_run else ""))
-    print(render(results, dry_run=args.dry_run))
-    return 1 if any(r.error is not None for r in results) else 0
+    print(render(results, dry_run=args.dry_run), flush=True)
+    return _fail_on_errors("compact", [(r.table, r.error) for r in results if r.error is not None], len(results))
 
 
 def _add_thin_states(sub: argparse._SubParsersAction) -> None:
@@ -329,8 +345,8 @@ def _run_thin_states(args: argparse.Namespace) -> int:
     result = thin_states(warehouse, policy, dry_run=args.dry_run, run_id=new_run_id("thin-states"))
     print(f"thinning of {root}: every window end of the last {recent} h kept, then one per {span} h"
           + (" (dry run: nothing removed)" if args.dry_run else ""))
-    print(render(result))
-    return 1 if result.error is not None else 0
+    print(render(result), flush=True)
+    return _fail_on_errors("thin-states", [("gold.replay_state", result.error)] if result.error is not None else [], 1)
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
