@@ -28,9 +28,23 @@ if [ "${NSREPLAY_DELTA:-}" = "spark" ]; then
           --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog)
 fi
 
+# spark-submit reads "--opt=value" as "--opt value": spell the options before the job file the second
+# way, so that what this script looks for below (--master, --driver-class-path, --conf) is found in
+# either spelling. The job's own arguments (after its .py file) are left as they are.
+args=()
+job_seen=""
+for arg in "$@"; do
+  if [ -z "$job_seen" ] && [[ "$arg" =~ ^(--[a-z][a-z-]*)=(.*)$ ]]; then
+    args+=("${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")
+  else
+    args+=("$arg")
+    [[ "$arg" == *.py ]] && job_seen=1
+  fi
+done
+set -- ${args[@]+"${args[@]}"}
+
 # Outside local mode the executors need the project code: ship it as a zip.
 master="$(sed -n 's/^spark.master[[:space:]]*//p' "$props" | tail -n1)"
-args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   [ "${args[$i]}" = "--master" ] && master="${args[$((i + 1))]:-}"
 done
