@@ -5,18 +5,34 @@ Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3a://`` or ``s3://``
 pyarrow reaches can be read by the executors. In a directory, files and folders whose name starts
 with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
 reads every file it matches.
+
+A glob means what ``glob.glob(pattern, recursive=True)`` means for a local path (:func:`match_glob`),
+on any filesystem: ``s3a://bucket/cap/*.jsonl.gz``, ``hdfs://nn/data/**/*.gz``. A URI's glob is
+listed below its leading part without glob characters only (:func:`glob_files`); a ``?`` followed by
+``name=`` starts pyarrow's URI options (``?region=eu-west-1``), any other ``?`` is a wildcard. As for a
+local path, a URI that names an existing file or directory is read as such even if it looks like a glob.
 """
 
 from __future__ import annotations
 
 import errno
+import fnmatch
+import functools
 import glob
 import os
+import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".gz", ".log")
+_MAGIC = re.compile(r"[*?[]")  # glob.has_magic's characters
+_URI_OPTIONS = re.compile(r"\?(?=[\w.-]+=)")  # where pyarrow's URI options start: ?region=eu-west-1
 
 
 class CaptureNotFoundError(FileNotFoundError):
@@ -67,7 +83,7 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
     if not paths:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     files = []
-    for p in sorted(os.path.abspath(p) for p in paths):
+    for p in sorted({os.path.abspath(p) for p in paths}):  # a set: glob.glob yields a/**/**/x twice
         try:
             st = os.stat(p)
         except OSError:  # a dangling symlink or a symlink loop: read as an unreadable_file line
@@ -82,7 +98,10 @@ def _list_remote(spec: str) -> list[CaptureFile]:
 
     from nsreplay.storage.filesystem import arrow_filesystem
 
-    fs, root = arrow_filesystem(spec)
+    split = _split_glob(spec)
+    fs, root = arrow_filesystem(spec if split is None else split[0])
+    if split is not None:
+        root = f"{root.rstrip('/')}/{split[1]}"  # the glob as a path of fs
     scheme = spec.split("://", 1)[0]
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
@@ -93,6 +112,8 @@ def _list_remote(spec: str) -> list[CaptureFile]:
             for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
             if i.is_file and _wanted(i.base_name) and not any(_hidden(part) for part in _relative_parts(root, i.path)[:-1])
         ]
+    elif split is not None:
+        infos = glob_files(fs, root)
     else:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     if not infos:
@@ -101,6 +122,72 @@ def _list_remote(spec: str) -> list[CaptureFile]:
         (CaptureFile(f"{scheme}://{i.path}", i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
         key=lambda f: f.path,
     )
+
+
+def _split_glob(uri: str) -> tuple[str, str] | None:
+    """``uri`` split before the name holding its first glob character: the URI of the directory
+    above (with the URI's options) and the rest of the path, percent-decoded as pyarrow decodes the
+    URI's path. None when the path has no glob character. ValueError when the bucket or host would
+    be a glob."""
+    options = _URI_OPTIONS.search(uri)
+    path, query = (uri[: options.start()], uri[options.start() :]) if options else (uri, "")
+    after_scheme = path.index("://") + 3
+    magic = _MAGIC.search(path, after_scheme)
+    if magic is None:
+        return None
+    cut = path.rfind("/", 0, magic.start())
+    if cut < after_scheme:
+        raise ValueError(f"a glob cannot name the bucket or host: {uri}")
+    return path[: cut + 1] + query, unquote(path[cut + 1 :])
+
+
+def glob_files(fs: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
+    """The files of ``fs`` that ``pattern`` (a path of ``fs``) matches (:func:`match_glob`), in listing
+    order. Lists only below the pattern's leading names without glob characters: one selector there,
+    recursive unless a single name without ``**`` follows. Nothing matches below a non-directory."""
+    import pyarrow.fs as pafs
+
+    names = re.sub("/+", "/", pattern).split("/")
+    lead = next((n for n, name in enumerate(names) if _MAGIC.search(name)), len(names) - 1)
+    root = "/".join(names[:lead]) or ("/" if lead else "")
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
+        return []
+    recursive = lead < len(names) - 1 or names[lead] == "**"
+    infos = [i for i in fs.get_file_info(pafs.FileSelector(root, recursive=recursive)) if i.is_file]
+    matched = set(match_glob(pattern, [i.path for i in infos]))
+    return [i for i in infos if i.path in matched]
+
+
+def match_glob(pattern: str, paths: Iterable[str]) -> list[str]:
+    """The ``paths`` (of files, ``/``-separated, in the form of ``pattern``) that ``pattern`` matches,
+    in their order: those ``glob.glob(pattern, recursive=True)`` would return. ``*``, ``?`` and
+    ``[...]`` match within a name (:func:`fnmatch.fnmatchcase`); ``**`` as a whole name matches zero or
+    more directories, or last one or more names. A wildcard matches no name starting with ``.`` unless
+    it starts with ``.`` itself, and ``**`` none at all. ``//`` is ``/``; a pattern ending in ``/``
+    names directories, so no file."""
+    pats = re.sub("/+", "/", pattern).split("/")
+    return [p for p in paths if _matches(pats, p.split("/"))]
+
+
+def _matches(pats: list[str], names: list[str]) -> bool:
+    @functools.cache
+    def rest(i: int, j: int) -> bool:  # pats[i:] matches names[j:]
+        if i == len(pats):
+            return j == len(names)
+        if pats[i] != "**":
+            return j < len(names) and _name_matches(pats[i], names[j]) and rest(i + 1, j + 1)
+        for k in range(j, len(names) + 1):  # ** takes names[j:k]; last, at least one (a file, not the directory)
+            if k > j and names[k - 1].startswith("."):
+                return False
+            if (k > j or i + 1 < len(pats)) and rest(i + 1, k):
+                return True
+        return False
+
+    return rest(0, 0)
+
+
+def _name_matches(pat: str, name: str) -> bool:
+    return (pat.startswith(".") or not name.startswith(".")) and fnmatch.fnmatchcase(name, pat)
 
 
 def _relative_parts(root: str, path: str) -> list[str]:
