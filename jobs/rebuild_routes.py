@@ -9,7 +9,8 @@ works on it in ``./warehouse``: ingest (bronze/silver) → replay (gold route hi
 
 ``--from T1`` replays only the window (T1, T2], resuming from the replay state the published run of
 the previous window left at T1 (``--from-last-good``: from the latest published state before T1 when
-there is none at T1); without ``--from`` the replay starts at each NameServer's first record.
+there is none at T1); without ``--from``, or on a warehouse with nothing published yet, the replay
+starts at each NameServer's first record.
 ``--stage`` runs one stage (a scheduler runs them as separate tasks, each idempotent for its run id):
 ``ingest`` (needs ``--captures``), ``replay`` (writes gold, publishes nothing), ``quality`` (Great
 Expectations on what that run wrote), ``publish``. A thin shell: every step lives in ``pipelines``.
@@ -29,6 +30,7 @@ from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
 from pipelines.quality.suites import import_in_background
 from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
+from pipelines.replay.windows import check_window_length
 
 STAGES = ("all", "ingest", "replay", "quality", "publish")
 
@@ -70,6 +72,8 @@ def demo_capture(settings) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings()
+    if args.window_from is not None and args.window_to is not None:  # a mistyped --to fails before the ingest
+        check_window_length(args.window_from, args.window_to, settings.replay.max_window_days)
     warehouse_root = resolve_path(args.warehouse or settings.warehouse.root)
     if args.stage in ("all", "ingest"):
         captures = resolve_path(args.captures) if args.captures else demo_capture(settings)

@@ -135,7 +135,7 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["namesrv", "from", "to", "profile", "run_id"],
         "properties": {
             "namesrv": {"type": "string"},
-            "from": {"type": "integer", "description": "Start of its covered range (epoch ms): its first record, or the run's `--from`."},
+            "from": {"type": "integer", "description": "Start of its covered range (epoch ms): its first record in the warehouse."},
             "to": {"type": "integer", "description": "End of its covered range (epoch ms, inclusive)."},
             "from_iso": {"type": "string"},
             "to_iso": {"type": "string"},

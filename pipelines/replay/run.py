@@ -18,7 +18,9 @@ by one from a scheduler (``jobs/rebuild_routes.py --stage replay|quality|publish
 
 A window whose start is not the end of a published window fails with
 :class:`MissingPredecessorError` unless ``from_last_good`` is set, in which case the run starts at
-the end of the latest published window before it (or from the first record) and covers the gap.
+the end of the latest published window before it (or from the first record) and covers the gap. On
+a warehouse with nothing published yet there is no gap to miss: the first run starts from the first
+record whatever its ``window_from``.
 When a window links two units that were independent before it (their states cannot be merged
 exactly), that NameServer is replayed from its first record; the result is the same.
 """
@@ -164,13 +166,19 @@ def _state_ends(states: DataFrame | None, upto: int) -> dict[int, set[str]]:
 def _resume_point(warehouse: Warehouse, published: Published | None, window_from: int | None, origins: Mapping[str, int],
                   from_last_good: bool) -> int | None:
     """:func:`resolve_start` for ``window_from``, reading the published states at ``window_from`` only
-    (their own files) when they are complete there, and every earlier window end only when not."""
+    (their own files) when they are complete there, and every earlier window end only when not.
+
+    On a warehouse with nothing published, a ``window_from`` after records replays from the first
+    record (None): there is no predecessor to miss, and the state at ``window_from`` needs every
+    record before it."""
     if window_from is None:
         return None
     at_start = ColumnRange("window_to", above=window_from - 1, at_most=window_from)
     try:
         return resolve_start(window_from, origins, _state_ends(_published_states(warehouse, published, at_start), window_from), False)
     except MissingPredecessorError:
+        if published is None:
+            return None
         return resolve_start(window_from, origins, _state_ends(_published_states(warehouse, published), window_from), from_last_good)
 
 
@@ -299,13 +307,13 @@ def replay_window(
     origins = {ns: lo for ns, (lo, _) in spans.items() if lo <= until}  # each one's first record up to `until`
     if not origins:
         raise NothingToReplayError(f"no record at or before {until}")
-    check_window_length(window_from if window_from is not None else min(origins.values()), until, cfg.max_window_days)
-
     published = latest_publish(warehouse)
+    after = _resume_point(warehouse, published, window_from, origins, from_last_good)
+    # the ticks replayed: from where the run really starts (the first record, or a last good state)
+    check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
     _discard_unpublished(warehouse, published, run_id)
     covered_to = {ns: to for ns, (_, to, _) in (published.coverage.items() if published else [])}
     latest = not covered_to or until >= max(covered_to.values())
-    after = _resume_point(warehouse, published, window_from, origins, from_last_good)
     window = Window(after, until, latest)
 
     # Units: the facts carried from before the window, joined with the window's own.

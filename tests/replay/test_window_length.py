@@ -29,3 +29,22 @@ def test_a_far_future_to_is_refused_before_the_warehouse_changes(spark, publishe
     with pytest.raises(WindowTooLongError, match="2100-01-01"):
         replay_window(spark, warehouse, load_settings(), "typo", window_to=parse_time("2100-01-01T00:00:00Z"))
     assert {spec.name: warehouse.version(spec) for spec in GOLD_TABLES} == versions
+
+
+def test_the_job_refuses_a_long_window_before_the_ingest(tmp_path) -> None:
+    """With --from and --to both given, the job knows the window before it reads anything: a typo
+    fails with exit 2 before Spark starts and before the warehouse exists."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "cap.jsonl").write_text("")
+    run = subprocess.run(
+        [sys.executable, "jobs/rebuild_routes.py", "--captures", str(tmp_path / "cap.jsonl"), "--warehouse", str(tmp_path / "wh"),
+         "--from", "2024-11-21T00:00:00Z", "--to", "2124-11-21T00:00:00Z"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("rebuild_routes.py: the window 2024-11-21") and "max_window_days = 400" in run.stderr
+    assert not (tmp_path / "wh").exists()

@@ -208,6 +208,20 @@ def test_a_window_without_its_predecessor_fails_clearly(spark, full, irregular, 
     assert_same_history(full, irregular)
 
 
+def test_the_first_window_of_a_warehouse_replays_from_the_first_record(spark, capture, full, cuts, tmp_path) -> None:
+    """``--from`` on a warehouse with nothing published, with records before it (an incident window
+    rebuilt from a longer capture): nothing to resume from and no predecessor to miss, so the run
+    replays from the first record, the only way to the exact state at ``--from``, and publishes
+    what one run over the same records publishes."""
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "first-ingest")
+    assert cuts["first"] < cuts["before_expiry"] < cuts["end"]
+    result = run_replay(spark, warehouse, load_settings(), "first", window_from=cuts["before_expiry"], window_to=cuts["end"])
+    assert result.resumed_from is None
+    assert_same_history(full, warehouse)
+    assert PublishedHistory(warehouse.root).coverage() == PublishedHistory(full.root).coverage()
+
+
 def _split_capture(capture: Path, early: Path, late: Path, after: int) -> int:
     """Copy ``capture`` to ``early`` but hold back the records of its last file with ts > ``after``,
     which go to ``late``. Returns the number of late lines."""
