@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Creates or refreshes the project's virtual environment (.venv) and checks for Java.
 # Sourced by spark-submit.sh and run-tests.sh; idempotent and quick when nothing changed
-# (a stamp holds the hash of pyproject.toml). Prints one line and exits non-zero on failure.
+# (a stamp holds the hash of pyproject.toml and the extras installed). Prints one line and exits
+# non-zero on failure.
+#
+# NSREPLAY_EXTRAS names the optional dependencies to install as well: run-tests.sh sets it to
+# "test" (pytest, chispa, the real RocketMQ clients...); the jobs and the scheduler's workers leave
+# it empty and get the runtime dependencies only. A .venv that has the test extras serves the jobs
+# as it is.
 set -euo pipefail
 
 NSREPLAY_ROOT="${NSREPLAY_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -27,16 +33,24 @@ nsreplay_bootstrap_venv() {
   command -v "$python" >/dev/null 2>&1 || nsreplay_die "no $python found: install Python 3.10 or newer"
   "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
     || nsreplay_die "$("$python" --version 2>&1) is too old: nsreplay needs Python 3.10 or newer"
-  local want have=""
+  local extras="${NSREPLAY_EXTRAS:-}" want have="" installed="" covered=no
   want="$(cat "$NSREPLAY_ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
-  [ -f "$VENV/.nsreplay-stamp" ] && have="$(cat "$VENV/.nsreplay-stamp")"
-  if [ "$want" = "$have" ] && [ -x "$VENV/bin/nsreplay" ]; then return 0; fi
+  # The stamp: the hash on its first line, the extras installed (comma-separated) on its second.
+  if [ -f "$VENV/.nsreplay-stamp" ]; then
+    have="$(sed -n 1p "$VENV/.nsreplay-stamp")"
+    installed="$(sed -n 2p "$VENV/.nsreplay-stamp")"
+  fi
+  case ",$installed," in *",$extras,"*) covered=yes ;; esac
+  [ -z "$extras" ] && covered=yes
+  if [ "$want" = "$have" ] && [ "$covered" = yes ] && [ -x "$VENV/bin/nsreplay" ]; then return 0; fi
+  # What is installed stays installed: keep it in the install (and the stamp) when adding to it.
+  [ "$covered" = yes ] && extras="$installed" || extras="${installed:+$installed,}$extras"
   echo "setting up $VENV (first run or dependencies changed; takes a minute or two)..." >&2
   [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV" || nsreplay_die "could not create $VENV (on Debian: apt-get install python3-venv)"
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >/dev/null 2>&1 || true
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$NSREPLAY_ROOT[test]" \
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$NSREPLAY_ROOT${extras:+[$extras]}" \
     || nsreplay_die "pip could not install the dependencies into $VENV (see the messages above)"
-  echo "$want" > "$VENV/.nsreplay-stamp"
+  printf '%s\n%s\n' "$want" "$extras" > "$VENV/.nsreplay-stamp"
 }
 
 # The driver JVM's class archive (nsreplay/jvm_archive.py): written once per JDK and class path (about

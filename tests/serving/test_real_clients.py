@@ -154,7 +154,7 @@ def ali_ons() -> None:
 def cpp_client():
     """The rocketmq package (C++ client) and the loopback broker module."""
     require(importlib.util.find_spec("rocketmq") is not None,
-            "the rocketmq package is not installed (.venv/bin/pip install rocketmq==0.4.4)")
+            "the rocketmq package is not installed (its only wheel is for Linux x86_64; there: .venv/bin/pip install rocketmq==0.4.4)")
     return _loopback_broker_module()
 
 
