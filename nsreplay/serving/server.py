@@ -41,6 +41,13 @@ from schemas.gold import PUBLISH_LOG
 __all__ = ["IndexHolder", "ServeOptions", "Served", "publish_version", "run", "serve"]
 
 
+# A connection that sends no request (or only part of one), or stays idle after an answer, is closed
+# after this long, as the remoting endpoint closes an idle peer (aiohttp's default is an hour: idle
+# connections opened by anyone would hold the process's file descriptors, both endpoints' and the
+# reloads', that long).
+HTTP_IDLE_TIMEOUT_S = 120.0
+
+
 @dataclass(frozen=True)
 class ServeOptions:
     warehouse: str
@@ -163,7 +170,8 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_
     remoting = _check_remoting(options, index) if options.remoting_port is not None else None
     stop = stop or asyncio.Event()
 
-    runner = web.AppRunner(make_app(holder.get), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG)
+    runner = web.AppRunner(make_app(holder.get), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG,
+                           keepalive_timeout=HTTP_IDLE_TIMEOUT_S)
     await runner.setup()
     remoting_server: asyncio.AbstractServer | None = None
     watcher: asyncio.Task[None] | None = None

@@ -6,7 +6,8 @@ parser, its decoded form for ``silver.topic_configs``) or a :class:`Rejected` on
 
 ``invalid_utf8``, ``invalid_json``, ``not_an_object``, ``empty_line``, ``missing_field``,
 ``wrong_type``, ``unknown_kind``, ``unknown_code``, ``unknown_channel_event``, ``undecodable_body``,
-``crc_mismatch``, ``quality:<rule>`` (a row-level data-quality rule) and the reader's own
+``crc_mismatch``, ``too_deep`` (JSON nested deeper than the 254 levels orjson can write back),
+``quality:<rule>`` (a row-level data-quality rule) and the reader's own
 ``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``unreadable_file``.
 
 Whatever is accepted fits the columns it goes to (integers in their Arrow type's range, strings
@@ -472,11 +473,17 @@ class LineParser:
     def _verdict(self, obj: dict[str, Any]) -> Accepted | Rejected:
         try:
             return self._record(obj)
+        except orjson.JSONEncodeError as exc:  # orjson reads JSON 1,024 levels deep but writes only 254
+            return Rejected("too_deep", f"a value nested too deeply to be stored ({exc})", *self._where(obj))
         except _Reject as exc:
-            # what of the line's namesrv and ts the quarantine columns can hold (ts is a long)
-            namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
-            ts = obj.get("ts") if _IS_INT64(obj.get("ts")) else None
-            return Rejected(exc.reason, exc.detail, namesrv, ts)
+            return Rejected(exc.reason, exc.detail, *self._where(obj))
+
+    @staticmethod
+    def _where(obj: dict[str, Any]) -> tuple[str | None, int | None]:
+        """What of the line's namesrv and ts the quarantine columns can hold (ts is a long)."""
+        namesrv = obj.get("namesrv") if isinstance(obj.get("namesrv"), str) else None
+        ts = obj.get("ts") if _IS_INT64(obj.get("ts")) else None
+        return namesrv, ts
 
     # -- records -----------------------------------------------------------------------------------
 
@@ -491,7 +498,8 @@ class LineParser:
         if kind not in KINDS:
             raise _Reject("unknown_kind", f"kind {kind!r} is not one of {', '.join(KINDS)}")
         new_body: DecodedBody | None = None
-        identity = dict(obj)
+        # a member given as null is absent (the checks above and below read it so): not part of identity
+        identity = {key: value for key, value in obj.items() if value is not None}
         if kind == "request":
             new_body = self._request(obj, event, identity)
         elif kind == "response":
@@ -541,7 +549,7 @@ class LineParser:
             if not isinstance(value, str):
                 raise _Reject("wrong_type", f"extFields.{key} must be a string, got {type(value).__name__}")
         if code not in self._limits.known_codes:
-            raise _Reject("unknown_code", f"request code {code} is not a NameServer request code")
+            raise _Reject("unknown_code", f"request code {code} is not one nsreplay knows ([ingest] route_changing_codes and read_only_codes)")
         for key in REQUIRED_HEADER.get(code, ()):
             _require(ext, key, _is_str, "a string", "extFields.")
         for key, bits in INTEGER_HEADER.items():

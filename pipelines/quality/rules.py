@@ -17,8 +17,10 @@ from typing import Any, Callable, Mapping
 
 from nsreplay.protocol.register_body import RegisterBody
 
-# host:port, host being a name, an IPv4 address or a bracketed IPv6 address; port 1..65535.
-ADDRESS_REGEX = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,4})$"
+# host:port, host being a name, an IPv4 address or a bracketed IPv6 address; port 1..65535. The
+# pattern ends with "(?![\s\S])", the end of the text, where "$" would also match before a final
+# newline, in Python and in Java (Spark's rlike) alike.
+ADDRESS_REGEX = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,4})(?![\s\S])"
 _ADDRESS = re.compile(ADDRESS_REGEX)
 
 

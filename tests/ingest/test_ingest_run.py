@@ -86,6 +86,9 @@ BAD_LINES: list[tuple[bytes, str]] = [
     (b'{"namesrv": "10.0.0.10:9876", "ts": 1, "kind": "\xff\xfe"}', "invalid_utf8"),
     (json.dumps({"namesrv": "not-an-address", "ts": T0, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "quality:namesrv_address"),
     (json.dumps(request(T0, 104, header(broker_id="-1"), 53)).encode(), "quality:broker_id_non_negative"),
+    (json.dumps({"namesrv": NS + "\n", "ts": T0, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "quality:namesrv_address"),
+    (json.dumps({"namesrv": NS, "ts": T0, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"})[:-1].encode()
+     + b', "x": ' + b"[" * 300 + b"]" * 300 + b"}", "too_deep"),
     (json.dumps(request(T0, 904, {"brokerAddr": "10.0.1.5:10911", "clusterName": "c", "pad": "x" * (MAX_LINE + 10)}, 54)).encode(), "line_too_long"),
 ]
 

@@ -12,7 +12,8 @@ from nsreplay.protocol.register_body import (
     encode_json_register_body,
     encode_register_body_bytes,
 )
-from pipelines.ingest.records import Accepted, LineParser, Rejected
+from nsreplay.config import load_settings
+from pipelines.ingest.records import Accepted, LineParser, ParserLimits, Rejected
 
 
 
@@ -175,3 +176,50 @@ def test_the_repeated_body_fast_path_agrees_with_a_full_parse(line: str) -> None
         assert isinstance(fast, Accepted) and fast.event == cold.event
     else:
         assert fast == cold
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("where", ["channel member", "response body", "start config", "register body member", "admin body"])
+def test_a_value_nested_deeper_than_can_be_stored_is_quarantined_not_raised(where: str) -> None:
+    """orjson reads 1,024 levels but writes 254: a record whose identity or stored text needs a
+    deeper value is quarantined as too_deep, with its NameServer and ts, rather than failing the run."""
+    deep = _nested(300)
+    head = '"namesrv":"10.0.0.10:9876","ts":1732147200123'
+    text = {
+        "channel member": f'{{{head},"kind":"channel","event":"CLOSE","conn":"c","remote":"10.0.1.5:1","x":{deep}}}',
+        "response body": f'{{{head},"kind":"response","code":0,"opaque":1,"conn":"c","body":{{"x":{deep}}}}}',
+        "start config": f'{{{head},"kind":"namesrv_start","rocketmq_version":"4.9.4","config":{{"x":{deep}}}}}',
+        "register body member": json.dumps(register())[:-2] + f',"ignored":{deep}}}}}',
+        "admin body": f'{{{head},"kind":"request","code":217,"version":479,"opaque":1,"conn":"c","extFields":{{"topic":"t"}},"body":{{"queueDatas":[],"x":{deep}}}}}',
+    }[where]
+    json.loads(text)  # valid JSON
+    verdict = parse(text)
+    assert isinstance(verdict, Rejected), verdict
+    assert (verdict.reason, verdict.namesrv, verdict.ts) == ("too_deep", "10.0.0.10:9876", 1732147200123), verdict.detail
+    shallow = parse(text.replace(deep, _nested(200)))
+    assert isinstance(shallow, Accepted), shallow
+
+
+def test_a_member_given_as_null_is_the_same_record_as_one_without_it() -> None:
+    """The duplicate rule (a record equal in every field): ``"seq": null`` is an absent seq, as the
+    parser reads it, so the two lines are one record."""
+    without = {k: v for k, v in register().items() if k != "seq"}
+    nulls = {**without, "seq": None, "body_b64": None}
+    a, b = parse(without), parse(nulls)
+    assert isinstance(a, Accepted) and isinstance(b, Accepted)
+    assert a.event == b.event
+    assert a.event["record_id"] != parse(register()).event["record_id"]
+
+
+@pytest.mark.parametrize("code", [318, 319])
+def test_the_namesrv_config_requests_are_accepted(code: int) -> None:
+    """UPDATE_NAMESRV_CONFIG (318) and GET_NAMESRV_CONFIG (319) are NameServer requests (4.9 and 5.x):
+    accepted with the default settings' codes; they change no route table (docs/spec-questions.md,
+    question 10, and tests/model: test_read_only_and_unknown_codes_change_nothing)."""
+    settings = load_settings()
+    p = LineParser(ParserLimits(settings.ingest.known_codes, frozenset(settings.ingest.channel_events)))
+    verdict = parse(register(code=code, extFields={}, body=None), p)
+    assert isinstance(verdict, Accepted) and verdict.event["code"] == code, verdict

@@ -466,7 +466,7 @@ def test_register_topic_is_not_a_49_request() -> None:
     assert set(ns.snapshot().topicQueueTable) == {"x"}
 
 
-@pytest.mark.parametrize("code", [105, 106, 206, 34, 9999])
+@pytest.mark.parametrize("code", [105, 106, 206, 318, 319, 34, 9999])
 def test_read_only_and_unknown_codes_change_nothing(code: int) -> None:
     ns = NameServer("rocketmq-5", {}, T0)
     ns.apply(reg(T0, topics=["t", TBW]))

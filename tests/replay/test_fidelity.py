@@ -95,6 +95,21 @@ def test_verdicts_do_not_depend_on_reusing_rendered_answers() -> None:
     assert together[3]["rebuilt"] == rendered(160, 100).body.decode() != together[0]["rebuilt"]
 
 
+def test_a_captured_answer_that_is_not_json_is_a_mismatch_not_an_error() -> None:
+    """A response record's ``body_b64`` can hold any bytes (the ingest cannot know which request a
+    response answers): a captured answer that is not JSON in either shape is judged a mismatch, and
+    its text kept, where it used to fail the replay's task."""
+    rows = RouteRows(CANDIDATES).alive("t", 160)
+    right = route_info(snapshot_from_rows(rows, "rocketmq-5", {"orderMessageEnable": "true"}), "t", request_version=401)
+    cut = right.body[: len(right.body) // 2]
+    queries = [_query("q1", 160, 401, right), {**_query("q2", 160, 401, right), "captured_body": None, "captured_body_b64": base64.b64encode(cut).decode()},
+               {**_query("q3", 160, 401, right), "captured_body": None, "captured_body_b64": base64.b64encode(b"\xff\xfe").decode()}]
+    judged = judge_queries(queries, CANDIDATES, "run")
+    assert [(r["captured_code"], r["rebuilt_code"], r["match"], r["captured"]) for r in judged] == [
+        (0, 0, True, right.body.decode()), (0, 0, False, cut.decode()), (0, 0, False, "\ufffd\ufffd")]
+    assert same_answer(Answer(0, cut, None), Answer(0, cut, None)) and not same_answer(cut, right.body)
+
+
 # ------------------------------------------------------------------------------------ the demo capture
 
 
