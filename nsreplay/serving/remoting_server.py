@@ -22,7 +22,8 @@ carries :data:`RESPONSE_VERSION` and language ``JAVA`` as the NameServer's would
 Connections are independent asyncio tasks; requests on one connection are answered in order. A frame
 that cannot be decoded (:class:`~nsreplay.serving.remoting.FrameError`: bad or oversized length,
 malformed header) closes that connection only, as does :data:`IDLE_TIMEOUT_S` without a byte, or
-with an answer the peer does not read (unsent answers are dropped).
+with an answer the peer does not read (unsent answers are dropped). At most ``max_connections``
+connections are held at once (:mod:`nsreplay.serving.connections`); one more is closed when accepted.
 Nothing a client sends reaches the source except the three questions: the endpoint cannot change state.
 
 ``get_source()`` is called once per request, so a newer publish swapped in by the caller is used from
@@ -45,6 +46,7 @@ from nsreplay.history import OutsideCoverageError
 from nsreplay.model import Answer, ResponseCode
 from nsreplay.model.render import STANDARD_JSON_MIN_VERSION
 from nsreplay.runtime import UsageError, parse_time
+from nsreplay.serving import connections
 from nsreplay.serving.remoting import (
     EncodeError,
     FrameError,
@@ -141,12 +143,27 @@ async def start_remoting_server(
     namesrv: str,
     as_of: int | None,
     on_request: RequestObserver | None = None,
+    max_connections: int | None = None,
 ) -> asyncio.Server:
     """Start listening on ``host:port`` (0 = any free port; see ``server.sockets``) and return the
     started :class:`asyncio.Server` (see module docstring). ``on_request``, when given, is called with
-    every decoded frame before it is answered (tests use it to see what real clients asked)."""
+    every decoded frame before it is answered (tests use it to see what real clients asked).
+    ``max_connections``: the connections held at once (None: :func:`~nsreplay.serving.connections.connection_limit`)."""
+    refusals = connections.Refusals("remoting", max_connections or connections.connection_limit())
+    held = 0
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal held
+        if held >= refusals.limit:
+            refusals.refuse(writer.transport)
+            return
+        held += 1
+        try:
+            await _converse(reader, writer)
+        finally:
+            held -= 1
+
+    async def _converse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         try:
             while True:
@@ -201,8 +218,9 @@ class RemotingServerThread:
     cancels its connections and joins the thread."""
 
     def __init__(self, get_source: Callable[[], RouteSource], *, namesrv: str, as_of: int | None,
-                 host: str = "127.0.0.1", port: int = 0, on_request: RequestObserver | None = None) -> None:
-        self._args = dict(host=host, port=port, namesrv=namesrv, as_of=as_of, on_request=on_request)
+                 host: str = "127.0.0.1", port: int = 0, on_request: RequestObserver | None = None,
+                 max_connections: int | None = None) -> None:
+        self._args = dict(host=host, port=port, namesrv=namesrv, as_of=as_of, on_request=on_request, max_connections=max_connections)
         self._get_source = get_source
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="nsreplay-remoting", daemon=True)

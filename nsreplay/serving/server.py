@@ -33,6 +33,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import UsageError, format_ms
+from nsreplay.serving import connections
 from nsreplay.serving.http_api import make_app
 from nsreplay.serving.index import RouteIndex
 from nsreplay.storage import Warehouse
@@ -173,12 +174,17 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_
     runner = web.AppRunner(make_app(holder.get), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG,
                            keepalive_timeout=HTTP_IDLE_TIMEOUT_S)
     await runner.setup()
+    http_server: asyncio.AbstractServer | None = None
     remoting_server: asyncio.AbstractServer | None = None
     watcher: asyncio.Task[None] | None = None
     try:
-        site = web.TCPSite(runner, options.host, options.http_port, reuse_address=True)
-        await site.start()
-        port = runner.addresses[0][1]
+        # aiohttp's protocol factory behind a limit of open connections (nsreplay.serving.connections)
+        handlers = runner.server
+        assert handlers is not None
+        refusals = connections.Refusals("http", connections.connection_limit())
+        factory = connections.capped(handlers, lambda: len(handlers.connections), refusals)
+        http_server = await asyncio.get_running_loop().create_server(factory, options.host, options.http_port, reuse_address=True)
+        port = http_server.sockets[0].getsockname()[1]
         host = options.host if ":" not in options.host else f"[{options.host}]"
         http_url = f"http://{host}:{port}"
         remoting_address = None
@@ -204,6 +210,8 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_
             watcher.cancel()
         if remoting_server is not None:
             remoting_server.close()
+        if http_server is not None:
+            http_server.close()
         await runner.cleanup()
 
 
