@@ -8,7 +8,10 @@ and quarantine row twice, and the events counted as that run's duplicates while 
 that never reported.
 
 So an ingest starts by **discarding the rows of the abandoned runs**: the runs that committed to
-``bronze.captures_raw`` after the newest run that finished (has a run row), other than itself.
+``bronze.captures_raw`` after the newest run that finished (has a run row), itself included: an
+earlier attempt of its own run id that stopped (an Airflow retry) is abandoned like any other. Kept,
+its events would count as the retry's duplicates, and the late records among them would mark no
+published window stale.
 Their events, quarantine rows, file marks and bronze lines are deleted in one commit per table,
 bronze last (its commit is what records them as discarded, so a discard stopped halfway is finished
 by the next run), and their files are read again like new ones. Runs before the newest finished run
@@ -23,10 +26,11 @@ marks (repaired by the next publish of their window).
 Ingests into one warehouse run one at a time (``docs/operations.md``): a second ingest started while
 another is still running would take the running one for abandoned.
 
-A retry under the run id of a discarded run (an Airflow retry after a manual run discarded it) must
-write everything again, but its earlier commits would make the storage module skip those writes as
-already done. :func:`commit_job` gives such a retry a job name of its own, ``ingest@<version of the
-discard>``, so its writes are new commits (and idempotent again if it is retried in turn).
+A retry under the run id of a discarded run (an Airflow retry, after a manual run or the retry itself
+discarded it) must write everything again, but its earlier commits would make the storage module skip
+those writes as already done. :func:`commit_job` gives such a retry a job name of its own,
+``ingest@<version of the discard>``, so its writes are new commits (and idempotent again if it is
+retried in turn). A finished run id run again reads nothing new: it discards nothing.
 """
 
 from __future__ import annotations
@@ -52,9 +56,11 @@ def abandoned_runs(history: Iterable[Mapping[str, Any]], finished: set[str], ing
     """``(abandoned run ids, complete)`` from ``bronze.captures_raw``'s commits, **newest first**.
 
     Walks back to the newest commit of ``ingest_job`` by a run in ``finished``. Every ``ingest_job``
-    commit before that point (that is, newer) by a run neither finished, nor ``run_id``, nor already
-    discarded by a newer discard commit, names an abandoned run. ``complete`` is False when the walk
-    ran out of commits before finding a finished run (the caller then reads the whole history)."""
+    commit before that point (that is, newer) by a run neither finished nor already discarded by a
+    newer discard commit names an abandoned run, ``run_id``'s own earlier attempt included.
+    ``complete`` is False when the walk ran out of commits before finding a finished run (the caller
+    then reads the whole history). (``run_id`` is kept in the signature for the callers' symmetry
+    with :func:`commit_job`.)"""
     found: list[str] = []
     discarded: set[str] = set()
     for entry in history:
@@ -64,7 +70,7 @@ def abandoned_runs(history: Iterable[Mapping[str, Any]], finished: set[str], ing
         elif _is_ingest(job, ingest_job) and rid is not None:
             if rid in finished:
                 return tuple(sorted(set(found))), True
-            if rid != run_id and rid not in discarded:
+            if rid not in discarded:
                 found.append(rid)
     return tuple(sorted(set(found))), False
 
@@ -74,8 +80,8 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
     (see the module docstring); returns their run ids. Reads only the run log and the newest commits
     when there is nothing to discard."""
     recent = warehouse.history(CAPTURES_RAW, limit=_RECENT_COMMITS)
-    if len(recent) < _RECENT_COMMITS and not any(_is_ingest(e.get("job"), ingest_job) and e.get("run_id") != run_id for e in recent):
-        return ()  # the whole history holds no other ingest: nothing to look up
+    if len(recent) < _RECENT_COMMITS and not any(_is_ingest(e.get("job"), ingest_job) for e in recent):
+        return ()  # the whole history holds no ingest: nothing to look up
     finished = {r.run_id for r in warehouse.read(INGEST_RUNS).select("run_id").collect()}  # one row per run
     abandoned, complete = abandoned_runs(recent, finished, ingest_job, run_id)
     if not complete:
@@ -83,9 +89,11 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
     if not abandoned:
         return ()
     listed = json.dumps(list(abandoned))
-    # one job name per set of runs: a retry of this discard skips the tables it has done, and a later
-    # discard by the same run id (of other runs) is a new commit
-    job = f"{DISCARD_JOB}:{hashlib.sha256(listed.encode()).hexdigest()[:16]}"
+    # one job name per set of runs and bronze version: a retry of this discard (bronze, committed
+    # last, unchanged) skips the tables it has done; a later discard by the same run id, of other runs
+    # or of its own next attempt, is a new commit
+    newest = recent[0]["version"] if recent else -1
+    job = f"{DISCARD_JOB}:{hashlib.sha256(f'{listed}@{newest}'.encode()).hexdigest()[:16]}"
     commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
     where = "run_id IN (" + ", ".join(sql_string(r) for r in abandoned) + ")"
     # bronze last: its discard commit is what marks these runs as discarded (abandoned_runs)

@@ -172,8 +172,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     files = list_capture_files(captures)  # before any table is created: a wrong path leaves no trace
     for spec in ALL_TABLES:
         warehouse.ensure(spec)
-    commit = CommitInfo(run_id=run_id, job=commit_job(warehouse, JOB, run_id))
     discarded = discard_abandoned(spark, warehouse, JOB, run_id)
+    # after the discard: it may have deleted this run id's own earlier attempt, which then writes anew
+    commit = CommitInfo(run_id=run_id, job=commit_job(warehouse, JOB, run_id))
     done = _already_ingested(warehouse, files)
     to_read = [f for f in files if (f.path, f.size_bytes, f.mtime_ms) not in done]
     skipped = [f for f in files if f not in to_read]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from pyspark.sql import types as T
 
 from nsreplay.config import Settings
 from nsreplay.history import latest_publish_row
-from nsreplay.runtime import local_frame
+from nsreplay.runtime import format_ms, local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
@@ -60,7 +61,7 @@ from pipelines.replay.transforms import (
     with_states,
     with_units,
 )
-from pipelines.replay.stale import backfill_windows
+from pipelines.replay.stale import backfill_windows, stale_windows_published_by
 from pipelines.replay.units import BASE_UNIT, UnitFacts, UnitMap, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
 from schemas.gold import (
@@ -78,6 +79,7 @@ from schemas.gold import (
 from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 
 JOB = "replay"
+EVENTS_VERSION = "events_version"  # commit metadata: the silver.events version a replay's writes come from
 GOLD_QUALITY_JOB = "gold-quality"
 FACTS_UNIT = "~facts"
 #: the replay_state row of a NameServer's start records up to the window end: (ts, rocketmq_version,
@@ -95,6 +97,12 @@ class NotWrittenError(RuntimeError):
 
 class PublishRefusedError(RuntimeError):
     """The run may not be published (its quality check failed or is missing, or tables moved on)."""
+
+
+class RunIdSpentError(RuntimeError):
+    """Running this run id again cannot give a consistent publish: its window was published and later
+    records made it stale, or an earlier attempt wrote part of it from other input. Idempotency is per
+    run id (a repeated write is skipped), so the window must be run under another run id."""
 
 
 @dataclass(frozen=True)
@@ -254,6 +262,40 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
         warehouse.restore(spec, version, CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
 
 
+def _check_run_id_unspent(warehouse: Warehouse, published: Published | None, run_id: str, events_version: int | None) -> None:
+    """Refuse (:class:`RunIdSpentError`) a run id whose run again would publish tables that disagree
+    with their input or with each other. The storage skips a repeated write of a (job, run id), which
+    makes a retry safe when nothing changed, but not:
+
+    * when the run id published its window and records ingested since made it stale: a run again
+      would write nothing and publish nothing, and report success;
+    * when an earlier attempt of the run id stopped after writing some gold tables from another
+      version of ``silver.events`` (an ingest committed in between): the retry would keep those tables
+      and write the others from the new input.
+
+    A run under another run id does both right: it replaces the window's rows, and discards the
+    unpublished writes of this one first."""
+    stale = stale_windows_published_by(warehouse, run_id)
+    if stale:
+        w = stale[0]
+        raise RunIdSpentError(
+            f"run {run_id!r} published the window ({format_ms(w.window_from)}, {format_ms(w.window_to)}] already, and records "
+            f"ingested since (from {format_ms(w.late_from_ts)} on {w.namesrv}) make it stale; a run id publishes once, so running "
+            f"it again cannot repair it; re-run it and every window after it, in order: "
+            f"nsreplay backfill --warehouse {shlex.quote(warehouse.root)} --from {w.window_from}"
+        )
+    for spec in REPLAY_TABLES:
+        since = published.versions.get(spec.name) if published is not None else 0
+        for c in warehouse.row_commits_since(spec, since) if since is not None else []:
+            read = (c.get("extra") or {}).get(EVENTS_VERSION)
+            if c["run_id"] == run_id and c["job"] == JOB and read is not None and read != str(events_version):
+                raise RunIdSpentError(
+                    f"run {run_id!r} stopped after writing {spec.name} from silver.events version {read}, and silver.events "
+                    f"is at version {events_version} now: a retry would publish tables replayed from different input; "
+                    f"run the window under another run id (--run-id), which discards these writes"
+                )
+
+
 # ---------------------------------------------------------------------------------- stage 1: replay
 
 
@@ -308,6 +350,7 @@ def replay_window(
     if not origins:
         raise NothingToReplayError(f"no record at or before {until}")
     published = latest_publish(warehouse)
+    _check_run_id_unspent(warehouse, published, run_id, events_version)
     after = _resume_point(warehouse, published, window_from, origins, from_last_good)
     # the ticks replayed: from where the run really starts (the first record, or a last good state)
     check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
@@ -383,7 +426,8 @@ def replay_window(
             REPLAY_STATE.name: new_states.unionByName(facts_rows),
         }
         owned = owned_rows(window)
-        commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until)
+        # the input's version goes with every write: a retry checks it (_check_run_id_unspent)
+        commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until, extra={EVENTS_VERSION: str(events_version)})
         planned = time.time()
         replaced = {"namesrv": sorted(origins)}
         by_name = {spec.name: spec for spec in REPLAY_TABLES}

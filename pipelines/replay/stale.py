@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+import pyarrow.dataset as pads
 from pyspark.sql import SparkSession
 
 from nsreplay.runtime import local_frame
@@ -85,6 +86,17 @@ def open_stale(warehouse: Warehouse) -> list[StaleWindow]:
         if republished.get(r["window_to"], -1) <= r["detected_ms"]:
             out.append(StaleWindow(r["namesrv"], r["window_from"], r["window_to"], r["published_run_id"], r["late_from_ts"], r["detected_by"], r["detected_ms"]))
     return sorted(out, key=lambda s: (s.window_to, s.namesrv))
+
+
+def stale_windows_published_by(warehouse: Warehouse, run_id: str) -> list[StaleWindow]:
+    """The open stale windows (:func:`open_stale`) whose latest publish is ``run_id``'s. Reads the
+    publish log only when a stale mark names that run."""
+    if not warehouse.exists(STALE_WINDOWS):
+        return []
+    named = dataset(STALE_WINDOWS, warehouse.files(STALE_WINDOWS)).to_table(columns=["published_run_id"], filter=pads.field("published_run_id") == run_id)
+    if named.num_rows == 0:
+        return []
+    return [s for s in open_stale(warehouse) if s.published_run_id == run_id]
 
 
 def backfill_windows(warehouse: Warehouse, start: int | None, end: int) -> list[tuple[int | None, int]]:

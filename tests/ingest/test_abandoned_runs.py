@@ -120,12 +120,36 @@ def test_a_retry_under_a_discarded_run_id_writes_its_files_again(spark, capture,
     assert {spec.name: warehouse.version(spec) for spec in (CAPTURES_RAW, EVENTS, QUARANTINE, INGEST_FILES)} == before
 
 
+def test_a_retry_under_its_own_run_id_ends_as_if_the_stopped_attempts_never_ran(spark, capture, reference, tmp_path) -> None:
+    """An Airflow retry of a stopped ingest, under the same run id, once and again: its earlier
+    attempts' events must not count as its duplicates (nor hide the late records among them from the
+    stale check): they are discarded like any abandoned run's, and every table is written anew."""
+    root = str(tmp_path / "wh")
+    with pytest.raises(Killed):  # the events, quarantine and file marks committed; no run row
+        run_ingest(spark, StopsBefore(root, spark, INGEST_RUNS), load_settings(), str(capture), "hourly-02")
+    with pytest.raises(Killed):  # its first retry discards that attempt and stops in turn, earlier on
+        run_ingest(spark, StopsBefore(root, spark, QUARANTINE), load_settings(), str(capture), "hourly-02")
+    warehouse = Warehouse(root, spark, "delta-rs")
+    assert not warehouse.read(EVENTS).where(F.col("run_id") == "hourly-02").isEmpty()
+
+    retry = run_ingest(spark, warehouse, load_settings(), str(capture), "hourly-02")
+
+    assert retry.discarded == ("hourly-02",)
+    for spec in (CAPTURES_RAW, EVENTS, QUARANTINE, INGEST_FILES):
+        assert_df_equality(content(reference.read(spec)), content(warehouse.read(spec)), ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(reference.read(INGEST_RUNS).select(COUNTS), warehouse.read(INGEST_RUNS).select(COUNTS), ignore_nullable=True)
+    # finished now: the same run id again changes nothing
+    before = {spec.name: warehouse.version(spec) for spec in (CAPTURES_RAW, EVENTS, QUARANTINE, INGEST_FILES, INGEST_RUNS)}
+    assert run_ingest(spark, warehouse, load_settings(), str(capture), "hourly-02").discarded == ()
+    assert {spec.name: warehouse.version(spec) for spec in (CAPTURES_RAW, EVENTS, QUARANTINE, INGEST_FILES, INGEST_RUNS)} == before
+
+
 def test_only_commits_after_the_newest_finished_run_name_abandoned_runs() -> None:
     def commit(run_id, job=JOB, discarded=None):
         return {"run_id": run_id, "job": job, "extra": {"discarded": discarded} if discarded else {}}
 
     newest_first = [
-        commit("me"),                                   # this run's own earlier attempt: a retry, not abandoned
+        commit("me"),                                   # this run's own earlier attempt, stopped: abandoned too
         commit("b"),
         commit("c", job="ingest-discard-abandoned:0123456789abcdef", discarded='["a"]'),
         commit("a"),                                    # discarded already by c
@@ -134,6 +158,7 @@ def test_only_commits_after_the_newest_finished_run_name_abandoned_runs() -> Non
         commit("old"),
         commit(None, job=None),                         # the table's creation
     ]
-    assert abandoned_runs(newest_first, {"done", "c"}, JOB, "me") == (("b", "d"), True)
-    assert abandoned_runs(newest_first[:4], {"done"}, JOB, "me") == (("b",), False)
+    assert abandoned_runs(newest_first, {"done", "c"}, JOB, "me") == (("b", "d", "me"), True)
+    assert abandoned_runs(newest_first[:4], {"done"}, JOB, "me") == (("b", "me"), False)
+    assert abandoned_runs(newest_first, {"done", "c", "me"}, JOB, "me") == ((), True)  # a finished run id run again
     assert abandoned_runs([commit(None, job=None)], set(), JOB, "me") == ((), False)

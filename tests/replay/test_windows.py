@@ -31,7 +31,7 @@ from nsreplay.state_thinning import Policy, thin_states
 from nsreplay.runtime import format_ms
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
-from pipelines.replay.run import MissingPredecessorError, latest_publish, replay_window, run_backfill, run_replay
+from pipelines.replay.run import MissingPredecessorError, RunIdSpentError, latest_publish, replay_window, run_backfill, run_replay
 from pipelines.replay.stale import open_stale
 from published import clean_preset, plain
 from schemas.gold import REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES
@@ -357,6 +357,43 @@ def test_an_unpublished_replay_is_not_published_by_the_next_run(spark, without_l
     # put back by a Delta restore of each table (no data rewritten), not by a copy of its rows
     discards = {spec.name: [h["operation"] for h in warehouse.history(spec) if h["job"] == "replay/discard-unpublished"] for spec in REPLAY_TABLES}
     assert discards == {spec.name: ["RESTORE"] for spec in REPLAY_TABLES}
+
+
+def test_a_run_id_whose_published_window_went_stale_is_refused_with_the_repair(spark, without_late, cuts, tmp_path) -> None:
+    """A run id publishes once: run again (an Airflow re-run of a window after late data) it would write
+    nothing, publish nothing and report success. It is refused, naming the backfill that repairs it."""
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
+    before = published_tables(warehouse)
+    run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")  # makes the windows after cuts["restart"] stale
+    with pytest.raises(RunIdSpentError) as refused:
+        run_replay(spark, warehouse, load_settings(), "early-1", window_from=cuts["restart"], window_to=cuts["inside_expiry"])
+    assert str(refused.value).startswith("run 'early-1' published the window (")
+    assert str(refused.value).endswith(f"nsreplay backfill --warehouse {warehouse.root} --from {cuts['restart']}")
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+    # a window the late records left alone is still run again as before: nothing new
+    run_replay(spark, warehouse, load_settings(), "early-0", window_to=cuts["restart"])
+
+
+def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, without_late, cuts, tmp_path) -> None:
+    """A replay that wrote its gold tables and stopped before its publish may be retried under its run
+    id while the input is unchanged (its writes are skipped as done). Once an ingest has committed
+    meanwhile, the retry would keep the tables written from the old input and write the others from
+    the new: it is refused, and the published state stays as it was."""
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
+    before = published_tables(warehouse)
+    window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
+    replay_window(spark, warehouse, load_settings(), "stopped", **window)  # written; quality and publish never ran
+    versions = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
+    replay_window(spark, warehouse, load_settings(), "stopped", **window)  # the same input: a retry writes nothing
+    assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == versions
+    run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
+    with pytest.raises(RunIdSpentError, match=r"^run 'stopped' stopped after writing gold\.\w+ from silver\.events version \d+, and silver\.events is at version \d+ now"):
+        run_replay(spark, warehouse, load_settings(), "stopped", **window)
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
 
 
 def test_rerunning_an_earlier_window_keeps_a_namesrv_that_starts_after_it(spark, capture, cuts, tmp_path) -> None:
