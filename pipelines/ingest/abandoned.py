@@ -52,15 +52,14 @@ DISCARD_JOB = "ingest-discard-abandoned"
 _RECENT_COMMITS = 32
 
 
-def abandoned_runs(history: Iterable[Mapping[str, Any]], finished: set[str], ingest_job: str, run_id: str) -> tuple[tuple[str, ...], bool]:
+def abandoned_runs(history: Iterable[Mapping[str, Any]], finished: set[str], ingest_job: str) -> tuple[tuple[str, ...], bool]:
     """``(abandoned run ids, complete)`` from ``bronze.captures_raw``'s commits, **newest first**.
 
     Walks back to the newest commit of ``ingest_job`` by a run in ``finished``. Every ``ingest_job``
     commit before that point (that is, newer) by a run neither finished nor already discarded by a
-    newer discard commit names an abandoned run, ``run_id``'s own earlier attempt included.
+    newer discard commit names an abandoned run, the caller's own earlier attempt included.
     ``complete`` is False when the walk ran out of commits before finding a finished run (the caller
-    then reads the whole history). (``run_id`` is kept in the signature for the callers' symmetry
-    with :func:`commit_job`.)"""
+    then reads the whole history)."""
     found: list[str] = []
     discarded: set[str] = set()
     for entry in history:
@@ -83,9 +82,9 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
     if len(recent) < _RECENT_COMMITS and not any(_is_ingest(e.get("job"), ingest_job) for e in recent):
         return ()  # the whole history holds no ingest: nothing to look up
     finished = {r.run_id for r in warehouse.read(INGEST_RUNS).select("run_id").collect()}  # one row per run
-    abandoned, complete = abandoned_runs(recent, finished, ingest_job, run_id)
+    abandoned, complete = abandoned_runs(recent, finished, ingest_job)
     if not complete:
-        abandoned, _ = abandoned_runs(warehouse.history(CAPTURES_RAW), finished, ingest_job, run_id)
+        abandoned, _ = abandoned_runs(warehouse.history(CAPTURES_RAW), finished, ingest_job)
     if not abandoned:
         return ()
     listed = json.dumps(list(abandoned))

@@ -246,23 +246,35 @@ def resolve_start(after: int | None, origins: Mapping[str, int], ends: Mapping[i
     return None
 
 
-def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_id: str) -> None:
+def _commits_since_publish(warehouse: Warehouse, published: Published | None) -> dict[str, list[dict[str, Any]]]:
+    """Each gold table's commits that may change its rows (``Warehouse.row_commits_since``) after its
+    published version, or after its creation when nothing is published; a table the publish does not
+    name is left out. Reads only those log entries."""
+    since = {spec.name: (published.versions.get(spec.name) if published is not None else 0) for spec in REPLAY_TABLES}
+    return {name: warehouse.row_commits_since(name, version) for name, version in since.items() if version is not None}
+
+
+def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_id: str,
+                         since_publish: dict[str, list[dict[str, Any]]] | None = None) -> None:
     """Put back the published version of every gold table another run wrote since without publishing
     (its quality check failed, or it was killed). This run replaces only its own slice, and its publish
     names whole table versions, so it would otherwise publish that run's rows too. This run's own
-    earlier writes (a retry of the same run id) are kept: its repeated writes are skipped. A Delta
-    restore: no data is rewritten, however long the history the tables hold. A vacuum's or a
-    compaction's commits since the publish change no row and are kept (``Warehouse.row_commits_since``)."""
+    earlier writes (a retry of the same run id, from the same input: :func:`_check_run_id_unspent`)
+    are kept: its repeated writes are skipped. A Delta restore: no data is rewritten, however long the
+    history the tables hold. A vacuum's or a compaction's commits since the publish change no row and
+    are kept. ``since_publish``: :func:`_commits_since_publish`, read here when not given."""
     if published is None:
         return
+    if since_publish is None:
+        since_publish = _commits_since_publish(warehouse, published)
     for spec in REPLAY_TABLES:
-        version = published.versions.get(spec.name)
-        if version is None or all(c["run_id"] == run_id for c in warehouse.row_commits_since(spec, version)):
+        commits = since_publish.get(spec.name)
+        if commits is None or all(c["run_id"] == run_id for c in commits):
             continue
-        warehouse.restore(spec, version, CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
+        warehouse.restore(spec, published.versions[spec.name], CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
 
 
-def _check_run_id_unspent(warehouse: Warehouse, published: Published | None, run_id: str, events_version: int | None) -> None:
+def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int, since_publish: dict[str, list[dict[str, Any]]]) -> None:
     """Refuse (:class:`RunIdSpentError`) a run id whose run again would publish tables that disagree
     with their input or with each other. The storage skips a repeated write of a (job, run id), which
     makes a retry safe when nothing changed, but not:
@@ -274,7 +286,7 @@ def _check_run_id_unspent(warehouse: Warehouse, published: Published | None, run
       and write the others from the new input.
 
     A run under another run id does both right: it replaces the window's rows, and discards the
-    unpublished writes of this one first."""
+    unpublished writes of this one first. ``since_publish``: :func:`_commits_since_publish`."""
     stale = stale_windows_published_by(warehouse, run_id)
     if stale:
         w = stale[0]
@@ -284,13 +296,12 @@ def _check_run_id_unspent(warehouse: Warehouse, published: Published | None, run
             f"it again cannot repair it; re-run it and every window after it, in order: "
             f"nsreplay backfill --warehouse {shlex.quote(warehouse.root)} --from {w.window_from}"
         )
-    for spec in REPLAY_TABLES:
-        since = published.versions.get(spec.name) if published is not None else 0
-        for c in warehouse.row_commits_since(spec, since) if since is not None else []:
+    for name, commits in since_publish.items():
+        for c in commits:
             read = (c.get("extra") or {}).get(EVENTS_VERSION)
             if c["run_id"] == run_id and c["job"] == JOB and read is not None and read != str(events_version):
                 raise RunIdSpentError(
-                    f"run {run_id!r} stopped after writing {spec.name} from silver.events version {read}, and silver.events "
+                    f"run {run_id!r} stopped after writing {name} from silver.events version {read}, and silver.events "
                     f"is at version {events_version} now: a retry would publish tables replayed from different input; "
                     f"run the window under another run id (--run-id), which discards these writes"
                 )
@@ -350,11 +361,12 @@ def replay_window(
     if not origins:
         raise NothingToReplayError(f"no record at or before {until}")
     published = latest_publish(warehouse)
-    _check_run_id_unspent(warehouse, published, run_id, events_version)
+    since_publish = _commits_since_publish(warehouse, published)
+    _check_run_id_unspent(warehouse, run_id, events_version, since_publish)
     after = _resume_point(warehouse, published, window_from, origins, from_last_good)
     # the ticks replayed: from where the run really starts (the first record, or a last good state)
     check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
-    _discard_unpublished(warehouse, published, run_id)
+    _discard_unpublished(warehouse, published, run_id, since_publish)
     covered_to = {ns: to for ns, (_, to, _) in (published.coverage.items() if published else [])}
     latest = not covered_to or until >= max(covered_to.values())
     window = Window(after, until, latest)

@@ -158,7 +158,7 @@ def test_only_commits_after_the_newest_finished_run_name_abandoned_runs() -> Non
         commit("old"),
         commit(None, job=None),                         # the table's creation
     ]
-    assert abandoned_runs(newest_first, {"done", "c"}, JOB, "me") == (("b", "d", "me"), True)
-    assert abandoned_runs(newest_first[:4], {"done"}, JOB, "me") == (("b", "me"), False)
-    assert abandoned_runs(newest_first, {"done", "c", "me"}, JOB, "me") == ((), True)  # a finished run id run again
-    assert abandoned_runs([commit(None, job=None)], set(), JOB, "me") == ((), False)
+    assert abandoned_runs(newest_first, {"done", "c"}, JOB) == (("b", "d", "me"), True)
+    assert abandoned_runs(newest_first[:4], {"done"}, JOB) == (("b", "me"), False)
+    assert abandoned_runs(newest_first, {"done", "c", "me"}, JOB) == ((), True)  # a finished run id run again
+    assert abandoned_runs([commit(None, job=None)], set(), JOB) == ((), False)
