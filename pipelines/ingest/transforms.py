@@ -90,19 +90,26 @@ def _body_row(decoded: DecodedBody) -> dict[str, Any]:
     }
 
 
+#: A UTF-8 byte order mark. Some tools write one at the start of a file; RFC 8259 lets a parser
+#: ignore it, and the first line of a file is parsed without it (bronze keeps the line as read).
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: ParseOptions, stored: set[str]) -> dict[str, Any]:
     """The READ_LINE row of one raw line: its bronze form and its parse (pure; used by the Spark
     adapter and by tests). ``stored`` holds the body refs whose text this task has emitted already;
-    the first line split on a body carries its text (``body_text``) and adds its ref."""
+    the first line split on a body carries its text (``body_text``) and adds its ref. A byte order
+    mark at the start of a file's first line is not part of its record (:data:`UTF8_BOM`)."""
     row: dict[str, Any] = {"source_file": source_file, "line_no": line.line_no, "line_bytes": line.line_bytes, "read_error": line.read_error}
     verdict: Accepted | Rejected | None = None
     text: str | None = None
     if line.read_error is None:
-        parsed = parser.parse_bytes(line.data)
+        skip = len(UTF8_BOM) if line.line_no == 1 and line.data.startswith(UTF8_BOM) else 0
+        parsed = parser.parse_bytes(line.data[skip:] if skip else line.data)
         verdict = parsed.verdict
         if parsed.stored is not None:
             ref = parsed.stored.ref
-            row["line"] = split_line(line.data[: parsed.prefix_bytes].decode("utf-8"))
+            row["line"] = split_line(line.data[: skip + parsed.prefix_bytes].decode("utf-8"))
             row["body_ref"] = ref
             if ref not in stored:
                 row["body_text"] = parsed.stored.text.decode("utf-8")

@@ -137,3 +137,21 @@ def test_repeated_body_b64_texts_are_split_off_too_and_checked_on_every_line() -
             assert isinstance(alone, Rejected) and (row["status"], row["reason"]) == ("quarantined", alone.reason)
     assert [r["status"] for r in got] == ["accepted"] * 3 + ["quarantined"]
     assert got[3]["reason"] == "crc_mismatch" and got[3]["raw_text"] == texts[3].decode()
+
+
+def test_a_byte_order_mark_starting_a_file_is_not_part_of_its_first_record() -> None:
+    """RFC 8259 lets a parser ignore a BOM; some tools write one at the start of a file. The first
+    line parses as the record after it (split or whole), bronze keeps the line as read, and a BOM
+    anywhere else is still a line that is not JSON."""
+    bom = b"\xef\xbb\xbf"
+    channel = b'{"namesrv":"10.0.0.10:9876","ts":1,"kind":"channel","event":"CLOSE","conn":"c1","remote":"10.0.1.5:1"}'
+    for first in (register(1732147200000).encode(), channel):
+        got = rows([bom + first, bom + channel])
+        plain = rows([first])[0]
+        assert got[0]["status"] == "accepted"
+        as_read = ("line", "body_text", "line_bytes")  # the line as read: with its BOM
+        assert {k: got[0][k] for k in plain if k not in as_read} == {k: plain[k] for k in plain if k not in as_read}
+        assert got[0]["line_bytes"] == plain["line_bytes"] + len(bom)
+        texts_by_ref = {r["body_ref"]: r["body_text"] for r in got if r.get("body_text") is not None}
+        assert exact_line(got[0]["line"], texts_by_ref.get(got[0].get("body_ref"))).encode() == bom + first
+        assert (got[1]["status"], got[1]["reason"], got[1]["raw_text"].encode()) == ("quarantined", "invalid_json", bom + channel)

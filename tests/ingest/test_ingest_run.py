@@ -75,6 +75,7 @@ def good_records() -> list[dict]:
 BAD_LINES: list[tuple[bytes, str]] = [
     (b'{"namesrv": "10.0.0.10:9876", "ts": 1', "invalid_json"),
     (b"[1, 2, 3]", "not_an_object"),
+    (b"\xef\xbb\xbf" + json.dumps({"namesrv": NS, "ts": T0, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "invalid_json"),
     (b"", "empty_line"),
     (json.dumps({"namesrv": NS, "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "missing_field"),
     (json.dumps({"namesrv": NS, "ts": str(T0), "kind": "channel", "event": "CLOSE", "conn": "c", "remote": "10.0.1.5:1"}).encode(), "wrong_type"),
@@ -101,7 +102,7 @@ def jsonl(records: list[dict]) -> bytes:
 def matrix(tmp_path_factory) -> tuple[Path, dict[tuple[str, int], str]]:
     """A capture directory holding every kind of good and bad input, and the reason expected per line."""
     root = tmp_path_factory.mktemp("matrix")
-    (root / "good.jsonl").write_bytes(jsonl(good_records()))
+    (root / "good.jsonl").write_bytes(b"\xef\xbb\xbf" + jsonl(good_records()))  # a BOM starting a file is no part of line 1
     (root / "bad.jsonl").write_bytes(b"\n".join(line for line, _ in BAD_LINES) + b"\n")
     goods = good_records()
     # duplicates: lines 3 and 6 again in another (gzip) file, and line 2 of that file repeated in it
