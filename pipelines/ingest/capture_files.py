@@ -6,6 +6,11 @@ pyarrow reaches can be read by the executors. In a directory, files and folders 
 with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
 reads every file it matches.
 
+A path that names nothing, and a glob that matches no file, are errors (:class:`CaptureNotFoundError`:
+a typo must not pass for an hour without traffic). An existing directory that holds no capture file
+(yet, or any more: a schedule's incoming directory between two deliveries) is an empty capture: the
+ingest reads nothing and the window's replay goes on with the records it has.
+
 A glob means what ``glob.glob(pattern, recursive=True)`` means for a local path (:func:`match_glob`),
 on any filesystem: ``s3a://bucket/cap/*.jsonl.gz``, ``hdfs://nn/data/**/*.gz``. A URI's glob is
 listed below its leading part without glob characters only (:func:`glob_files`); a ``?`` followed by
@@ -63,7 +68,8 @@ def _wanted(name: str) -> bool:
 
 
 def list_capture_files(spec: str) -> list[CaptureFile]:
-    """Every capture file ``spec`` names, sorted by path. Raises CaptureNotFoundError when none."""
+    """Every capture file ``spec`` names, sorted by path; ``[]`` for a directory without one. Raises
+    CaptureNotFoundError when ``spec`` names no file or directory, or is a glob that matches no file."""
     if _has_scheme(spec):
         return _list_remote(spec)
     spec = _local(spec)
@@ -76,6 +82,8 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
             dirs[:] = [n for n in dirs if not _hidden(n)]  # not entered, like such files are not read
             paths += [os.path.join(d, n) for n in names if _wanted(n)]
         paths += unlisted
+        if not paths:
+            return []
     elif os.path.isfile(spec):
         paths = [spec]
     else:
@@ -112,6 +120,8 @@ def _list_remote(spec: str) -> list[CaptureFile]:
             for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
             if i.is_file and _wanted(i.base_name) and not any(_hidden(part) for part in _relative_parts(root, i.path)[:-1])
         ]
+        if not infos:
+            return []
     elif split is not None:
         infos = glob_files(fs, root)
     else:

@@ -15,6 +15,7 @@ from pipelines.ingest.capture_files import CaptureFile, CaptureNotFoundError, _l
 from pipelines.ingest.capture_reader import read_capture_file
 from pipelines.ingest.run import _already_ingested, run_ingest
 from schemas.bronze import INGEST_FILES
+from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE
 
 
 def read(path: str) -> list:
@@ -67,3 +68,33 @@ def test_a_capture_path_that_names_no_file_fails_before_any_table_is_created(spa
     with pytest.raises(CaptureNotFoundError, match="no capture file"):
         run_ingest(spark, Warehouse(str(root), spark, "delta-rs"), load_settings(), str(tmp_path / "no-such-dir"), "typo")
     assert not root.exists() or not any(root.iterdir()), sorted(p.name for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("how", ["local", "pyarrow"])
+def test_a_directory_without_capture_files_is_an_empty_capture(tmp_path, how) -> None:
+    """A schedule's incoming directory between two deliveries: files still being written (``_``,
+    ``.``) and no capture file. Nothing to read is not an error there; a path naming nothing is."""
+    (tmp_path / "_partial.jsonl").write_text('{"a":1}\n')
+    (tmp_path / ".writing.jsonl.gz").write_bytes(b"")
+    (tmp_path / "_tmp").mkdir()
+    (tmp_path / "_tmp" / "z.jsonl").write_text('{"a":1}\n')
+    (tmp_path / "notes.txt").write_text("not a capture file")
+    listing = list_capture_files if how == "local" else _list_remote
+    prefix = "" if how == "local" else "file://"
+    assert listing(f"{prefix}{tmp_path}") == []
+    for wrong in (tmp_path / "no-such-dir", tmp_path / "*.log"):
+        with pytest.raises(CaptureNotFoundError, match="no capture file"):
+            listing(f"{prefix}{wrong}")
+
+
+def test_an_ingest_of_an_empty_directory_succeeds_and_records_a_run_of_nothing(spark, tmp_path) -> None:
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    (incoming / "_partial.jsonl").write_text('{"a":1}\n')
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    result = run_ingest(spark, warehouse, load_settings(), str(incoming), "quiet-hour")
+    assert (result.status, result.files_seen, result.files_read, result.lines_read, result.accepted, result.quarantined) == ("succeeded", 0, 0, 0, 0, 0)
+    runs = [(r.run_id, r.files_seen, r.files_read, r.lines_read, r.status) for r in warehouse.read(INGEST_RUNS).collect()]
+    assert runs == [("quiet-hour", 0, 0, 0, "succeeded")]
+    for spec in (EVENTS, QUARANTINE, INGEST_FILES):
+        assert warehouse.read(spec).isEmpty(), spec.name
