@@ -5,7 +5,8 @@
 #   ./spark-submit.sh --master yarn --deploy-mode cluster jobs/rebuild_routes.py --captures hdfs://...
 #
 # Spark options before the job file are passed to spark-submit unchanged (they override conf/).
-# Environment: NSREPLAY_ENV (conf/<env>, default local); NSREPLAY_DELTA=spark adds the delta-spark
+# Environment: NSREPLAY_ENV (conf/<env>, default local); NSREPLAY_CONF_DIR (another conf folder, for
+# nsreplay.toml and spark-defaults.conf); NSREPLAY_DELTA=spark adds the delta-spark
 # package (--packages io.delta:delta-spark_2.13:$DELTA_VERSION) and its session extensions for
 # clusters that can fetch or already have the jars.
 set -euo pipefail
@@ -18,8 +19,20 @@ ENV_NAME="${NSREPLAY_ENV:-local}"
 DELTA_VERSION="${DELTA_VERSION:-4.0.0}"
 props="$(mktemp)"
 trap 'rm -f "$props"' EXIT
-cat "$NSREPLAY_ROOT/conf/base/spark-defaults.conf" > "$props"
-[ -f "$NSREPLAY_ROOT/conf/$ENV_NAME/spark-defaults.conf" ] && cat "$NSREPLAY_ROOT/conf/$ENV_NAME/spark-defaults.conf" >> "$props"
+# NSREPLAY_CONF_DIR: a conf folder of its own (base/ and <env>/, as conf/), for nsreplay.toml and
+# spark-defaults.conf alike; made absolute, as the job runs from the project root.
+CONF_DIR="$NSREPLAY_ROOT/conf"
+if [ -n "${NSREPLAY_CONF_DIR:-}" ]; then
+  if ! CONF_DIR="$(cd "$NSREPLAY_CONF_DIR" 2>/dev/null && pwd)"; then
+    echo "spark-submit.sh: NSREPLAY_CONF_DIR=$NSREPLAY_CONF_DIR is not a directory" >&2
+    exit 2
+  fi
+  export NSREPLAY_CONF_DIR="$CONF_DIR"
+fi
+: > "$props"
+for f in "$CONF_DIR/base/spark-defaults.conf" "$CONF_DIR/$ENV_NAME/spark-defaults.conf"; do
+  if [ -f "$f" ]; then cat "$f" >> "$props"; fi
+done
 
 extra=()
 if [ "${NSREPLAY_DELTA:-}" = "spark" ]; then
