@@ -9,4 +9,11 @@ export NSREPLAY_EXTRAS=test
 # shellcheck source=scripts/bootstrap.sh
 source "$NSREPLAY_ROOT/scripts/bootstrap.sh"
 cd "$NSREPLAY_ROOT"
+# The npm client (ali-ons, pinned by tests/serving/clients/package-lock.json) where npm is installed;
+# without it those tests skip with the reason (and fail under CI=true, where nothing may skip).
+clients=tests/serving/clients
+if command -v npm >/dev/null 2>&1 && { [ ! -f "$clients/node_modules/.package-lock.json" ] || [ "$clients/package-lock.json" -nt "$clients/node_modules/.package-lock.json" ]; }; then
+  npm ci --prefix "$clients" --no-audit --no-fund --loglevel=error >/dev/null \
+    || echo "run-tests.sh: npm ci --prefix $clients failed; the ali-ons tests will skip" >&2
+fi
 exec "$VENV/bin/python" -m pytest "$@"
