@@ -35,8 +35,8 @@ All may run while a window of ``nsreplay_routes`` runs (docs/operations.md, "Com
 
 Settings. At parse time (environment of the DAG processor/scheduler; no database access):
 ``NSREPLAY_SCHEDULE`` (cron or preset, default ``@hourly``), ``NSREPLAY_START_DATE`` (ISO-8601, start
-of the first window, strictly before the first record; default 2024-11-20T23:00:00+00:00, the hour
-before the demo capture's first record), ``NSREPLAY_POOL`` (default ``default_pool``),
+of the first window, which must end at or after the first record; default 2024-11-20T23:00:00+00:00,
+the hour before the demo capture's first record), ``NSREPLAY_POOL`` (default ``default_pool``),
 ``NSREPLAY_MAINTENANCE_SCHEDULE`` (cron or preset, default ``30 3 * * *``: 03:30 UTC).
 At run time each setting is the first non-empty of: the DAG run's params (trigger conf), the key of
 the JSON Airflow Variable ``nsreplay``, the environment at parse time, the default:

@@ -5,10 +5,12 @@
     nsreplay bench ingest --captures PATH          ingest time vs. Spark reading the same files as text
     nsreplay bench rebuild --preset bench-day      ingest + replay + publish vs. the same floor, model check
     nsreplay bench incremental --captures PATH     one more window resumed from state vs. that window alone
+    nsreplay bench scale --preset bench-day        H hours vs. 4 x H hours, each in a fresh process (linearity)
     nsreplay backfill --warehouse DIR --from T1 [--to T2]   re-run the published windows of a range, in order
     nsreplay stale --warehouse DIR                 published windows that late input made stale
     nsreplay vacuum --warehouse DIR [--dry-run]    delete files no reader needs (published versions kept)
     nsreplay compact --warehouse DIR [--dry-run]   merge the small files of the settled history (no row changes)
+    nsreplay thin-states --warehouse DIR [--dry-run]   remove the replay states no run resumes from by default
     nsreplay serve --warehouse DIR                 the serving shim: HTTP API (+ remoting), no Spark
     nsreplay bench serve --warehouse DIR           shim throughput and latency vs. a trivial endpoint
 

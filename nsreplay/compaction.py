@@ -89,7 +89,7 @@ HISTORY_TABLES: tuple[tuple[TableSpec, str], ...] = (
 #: Tables whose merged files are sorted otherwise than by their time column alone. A keyframe
 #: repeats every row of the tables at each keyframe instant, mostly unchanged: sorted by key, the
 #: repeats sit together and the file is ~10 times smaller than sorted by instant (bench-day's
-#: keyframes: 487 KB against 6.7 MB in row groups of 8,192 rows), and a day's keyframes are read
+#: keyframes: 495.2 KB against 5.2 MB in row groups of 8,192 rows, docs/performance.md), and a day's keyframes are read
 #: whole anyway (a keyframe is every key of one instant).
 SORT_ORDER: Mapping[str, tuple[str, ...]] = {KEYFRAMES.name: ("table", "key", "keyframe_ts")}
 

@@ -3,7 +3,7 @@
     index = RouteIndex.load("warehouse")              # the run named by the latest gold.publish_log row
     index.route("10.0.0.10:9876", "orders", t, request_version=401)   # an Answer, like HistorySource
     index.cluster(ns, t, request_version=401, shape="standard")
-    index.table_rows(ns, "brokerLiveTable", t)        # (tick the state reflects, rows alive at t)
+    index.table_rows(ns, "brokerLiveTable", t)        # (instant, tick the state reflects, rows alive at it)
     index.route_history(ns, "orders", t0, t1)         # instants where the route answer changed
 
 Contract:
