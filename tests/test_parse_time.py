@@ -3,7 +3,8 @@ remoting ``asOf`` extField."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import calendar
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -51,13 +52,36 @@ def test_parse_time_refuses(text):
         parse_time(text)
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["2024-11-21T03:32:05.12Z", "2024-11-21T03:32:05,1234567+0530", "20241121T0332-01", "2024-11-21 03:32", "2024-11-21",
-     "2024-11-21T03:32:05.123456"],
-)
-def test_times_reach_fromisoformat_in_the_form_isoformat_writes(text):
+# Each input with the instant it names, written by hand: the UTC wall-clock fields (the local time
+# minus the offset) and the epoch milliseconds, floored. 2024-11-21T00:00:00Z is 20048 days after the
+# epoch (54 years 1970..2023 with 13 leap days = 19723 days, + 325 days of 2024 up to Nov 21) =
+# 1732147200 s; 03:32:05 adds 12725 s, 03:32:00 adds 12720 s.
+ISOFORMAT_FORMS = [
+    # text, (UTC year, month, day, hour, minute, second, millisecond floored), ms
+    ("2024-11-21T03:32:05.12Z", (2024, 11, 21, 3, 32, 5, 120), 1732159925120),
+    # 03:32:05.1234567 at +05:30 is 22:02:05.123456(7) UTC the day before: 1732159925 - 19800 s
+    ("2024-11-21T03:32:05,1234567+0530", (2024, 11, 20, 22, 2, 5, 123), 1732140125123),
+    # 03:32 at -01:00 is 04:32 UTC: 1732159920 + 3600 s
+    ("20241121T0332-01", (2024, 11, 21, 4, 32, 0, 0), 1732163520000),
+    ("2024-11-21 03:32", (2024, 11, 21, 3, 32, 0, 0), 1732159920000),  # naive: UTC
+    ("2024-11-21", (2024, 11, 21, 0, 0, 0, 0), 1732147200000),
+    ("2024-11-21T03:32:05.123456", (2024, 11, 21, 3, 32, 5, 123), 1732159925123),
+]
+
+
+@pytest.mark.parametrize(("text", "utc_fields", "ms"), ISOFORMAT_FORMS)
+def test_times_reach_fromisoformat_in_the_form_isoformat_writes(text, utc_fields, ms):
     """Python 3.10's ``fromisoformat`` reads only what ``isoformat()`` writes; the forms 3.11 added
-    (any fraction length, ±HHMM, the basic form) must reach it rewritten into that form."""
+    (any fraction length, ±HHMM, the basic form) must reach it rewritten into that form, naming the
+    same instant (a rewrite that drops or changes the offset, the fraction or a field is still a
+    canonical form: the round trip alone would not see it)."""
+    *fields, millisecond = utc_fields  # the hand-written value, cross-checked by an independent method
+    assert calendar.timegm((*fields, 0, 0, 0)) * 1000 + millisecond == ms
     form = _isoformat_form(text)
     assert datetime.fromisoformat(form).isoformat() == form
+    moment = datetime.fromisoformat(form)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    assert (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1) == ms
+    assert parse_time(text) == ms
+

@@ -220,7 +220,13 @@ class NameServer:
         ``decoded_body`` (with a ``body_id``): the record's REGISTER_BROKER body as
         :mod:`nsreplay.protocol.register_body` decodes it from the captured bytes (or JSON) and the
         record's version, its CRC already checked against the header, as the ingest does. The record
-        then needs neither ``body`` nor ``body_b64``; given them, it is this body that counts."""
+        then needs neither ``body`` nor ``body_b64``; given them, it is this body that counts.
+
+        The returned :class:`Outcome`'s ``changed`` is true exactly when the five route tables or
+        orderTopicConf differ from what they were before the record (what :attr:`version` counts):
+        a snapshot's ``profile`` and ``config`` are not part of it. So a ``namesrv_start`` that finds
+        every route table empty reports ``changed=False`` even when it switches the profile (4.9 <->
+        5.x), the config or the tick grid; compare snapshots to see that (``TickState.changed`` does)."""
         kind = record.get("kind")
         if kind == "request":
             req = Request.from_record(record)
@@ -261,7 +267,8 @@ class NameServer:
         return min((i.lastUpdateTimestamp + i.heartbeatTimeoutMillis for i in self._live.unordered_values()), default=None)
 
     def restart(self, ts: int, profile: str, config: Mapping[str, object] | None = None) -> Outcome:
-        """A (re)start at ``ts`` (spec §4): every route table empty, tick grid from ``ts``, KV kept."""
+        """A (re)start at ``ts`` (spec §4): every route table empty, tick grid from ``ts``, KV kept.
+        ``changed`` is whether a route table held anything (see :meth:`apply`), whatever the profile."""
         removals = tuple(_restart_removal(ts, key) for key in self._live)
         had_state = bool(self._topics or self._addrs or self._clusters or self._live or self._filters)
         self._start(ts, profile, config)

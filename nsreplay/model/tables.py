@@ -244,8 +244,9 @@ class Removal:
 @dataclass(frozen=True)
 class Outcome:
     """What applying one record did: the NameServer's response code and remark (``SUCCESS``/``None``
-    for things that are not requests), whether any route table changed, the cause to log the change
-    under, and the broker removals it made."""
+    for things that are not requests), whether any route table or orderTopicConf changed (not the
+    profile or config: :meth:`NameServer.apply`), the cause to log the change under, and the broker
+    removals it made."""
 
     code: int
     remark: str | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsreplay.model import NameServer, ResponseCode, route_data
+from nsreplay.model import NameServer, Outcome, QueueData, ResponseCode, route_data
 from nsreplay.model import records as R
 
 T0 = 1_000_000
@@ -242,16 +242,42 @@ def test_49_unregister_removes_the_brokername_from_the_named_cluster() -> None:
 
 
 def test_5x_destroy_looks_only_at_brokerdata_of_the_entrys_cluster() -> None:
+    # One address under two clusters (misconfigured). The connection is shared, so the CLOSE destroys
+    # the *first* live entry holding it (spec §5 "Channel events") and then, for that entry's cluster
+    # only, the first BrokerData holding the address (spec §5 "5.x unregister, expiry and channel
+    # destroy"). Derivation by hand (spec §1), 5.x live table = ConcurrentHashMap(256) = 512 bins,
+    # a key hashing like the string cluster + "_" + addr:
+    #   h("c1_10.0.0.1:10911") = -634677257  = 0xDA2B97F7; spread = 0xDA2B97F7 ^ 0x0000DA2B = 0xDA2B4DDC;
+    #                                          bin = 0xDA2B4DDC & 511 = 0x1DC = 476
+    #   h("c2_10.0.0.1:10911") = -1145211434 = 0xBBBD75D6; spread = 0xBBBD75D6 ^ 0x0000BBBD = 0xBBBDCE6B;
+    #                                          bin = 0xBBBDCE6B & 511 = 0x06B = 107
+    # (the two hashes differ by 31**15 mod 2**32: "1" -> "2" at index 1 of 17 chars). Bin 107 comes
+    # before bin 476, so Java iterates (c2, A) first although it was inserted second (checked with
+    # ConcurrentHashMap<String, _>(256) on a JDK 17: [c2_10.0.0.1:10911, c1_10.0.0.1:10911]).
+    # The only BrokerData of c2 holding A is broker-a: it loses A, becomes empty and is dropped with
+    # cluster c2 and its QueueData. Plausible bugs give other answers: insertion order (or any order
+    # putting c1 first) removes broker-b instead; ignoring the cluster when looking for the BrokerData
+    # also removes broker-b, which addrs (256 bins) iterates first: "broker-b" spreads to bin 88,
+    # "broker-a" to bin 91.
     ns = NameServer("rocketmq-5", {}, T0)
     ns.apply(reg(T0, "rocketmq-5", cluster="c1", name="broker-b", addr=A))
     ns.apply(reg(T0, "rocketmq-5", cluster="c2", name="broker-a", addr=A))
-    ns.apply(R.channel(T0 + 1, "CLOSE", R.conn_of(A)))
-    # the first live entry of the connection is (c1, A) or (c2, A); whichever it is, only that
-    # cluster's BrokerData loses the address
+    before = ns.snapshot()
+    outcome = ns.apply(R.channel(T0 + 1, "CLOSE", R.conn_of(A)))
+    assert outcome.changed and outcome.code == ResponseCode.SUCCESS
+    assert [(r.cause, r.clusterName, r.brokerAddr, r.brokerName, r.brokerIds, r.groupRemoved, r.liveRemoved)
+            for r in outcome.removals] == [("channel_closed", "c2", A, "broker-a", (0,), True, True)]
     snap = ns.snapshot()
-    assert len(snap.brokerAddrTable) == 1 and len(snap.brokerLiveTable) == 1
-    (key,) = snap.brokerLiveTable
-    assert snap.brokerAddrTable[next(iter(snap.brokerAddrTable))].cluster == key[0]
+    assert set(snap.brokerAddrTable) == {"broker-b"}
+    assert snap.brokerAddrTable["broker-b"] == before.brokerAddrTable["broker-b"]
+    assert (snap.brokerAddrTable["broker-b"].cluster, dict(snap.brokerAddrTable["broker-b"].brokerAddrs)) == (
+        "c1", {0: A})
+    assert snap.clusterAddrTable == {"c1": frozenset({"broker-b"})}
+    assert set(snap.brokerLiveTable) == {("c1", A)}
+    assert snap.brokerLiveTable[("c1", A)] == before.brokerLiveTable[("c1", A)]
+    assert snap.topicQueueTable == {"t": {"broker-b": QueueData("broker-b", 8, 8, 6, 0)},
+                                    "TBW102": {"broker-b": QueueData("broker-b", 8, 8, 7, 0)}}
+    assert snap.filterServerTable == {}
 
 
 # ----------------------------------------------------------------------------------- restart
@@ -272,6 +298,39 @@ def test_restart_empties_every_table_but_keeps_the_kv_store(profile: str) -> Non
     ns.apply(reg(T0 + 60, profile))
     route = route_data(ns, "t")
     assert route is not None and route["orderTopicConf"] == "b:8"
+
+
+def test_restart_that_finds_the_tables_empty_reports_no_change_even_switching_profile() -> None:
+    # Outcome.changed's contract (NameServer.apply): the route tables and orderTopicConf, not the
+    # profile. The KV store survives the restart (spec §4), so nothing it covers changes here.
+    ns = NameServer("rocketmq-4.9", {}, T0)
+    ns.apply(R.request(T0, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "t", "value": "b:8"}))
+    before, version = ns.snapshot(), ns.version
+    outcome = ns.apply(R.namesrv_start(T0 + 7, "5.3.3"))
+    assert outcome == Outcome(ResponseCode.SUCCESS, None, False, "namesrv_restart", ())
+    after = ns.snapshot()
+    assert (before.profile, after.profile) == ("rocketmq-4.9", "rocketmq-5")
+    assert after != before  # a snapshot comparison sees the switch (as TickState.changed does)
+    assert after.tables() == before.tables() and after.orderTopicConf == {"t": "b:8"} == before.orderTopicConf
+    assert ns.version == version
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_restart_with_only_a_stranded_live_entry_left_is_a_change(profile: str) -> None:
+    # id 0 moves from old:1 to new:1 (old:1 keeps its live entry), then new:1 unregisters: the group,
+    # its cluster and topics are gone, and the live table alone still holds old:1
+    ns = NameServer(profile, {}, T0)
+    ns.apply(reg(T0, profile, addr="old:1"))
+    ns.apply(reg(T0 + 1, profile, addr="new:1"))
+    ns.apply(R.unregister_broker(T0 + 2, cluster="c", name="b", addr="new:1"))
+    snap = ns.snapshot()
+    assert snap.brokerAddrTable == snap.clusterAddrTable == snap.topicQueueTable == snap.filterServerTable == {}
+    assert live_addrs(ns) == {"old:1"}
+    outcome = ns.apply(R.namesrv_start(T0 + 3, "4.9.4" if profile == "rocketmq-4.9" else "5.3.3"))
+    assert outcome.changed
+    assert [(r.cause, r.brokerAddr, r.brokerName, r.liveRemoved) for r in outcome.removals] == [
+        ("namesrv_restart", "old:1", None, True)]
+    assert ns.snapshot().brokerLiveTable == {}
 
 
 def test_restart_can_switch_profile_and_tick_grid() -> None:

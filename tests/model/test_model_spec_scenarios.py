@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from nsreplay.model import NameServer, QueueData, ResponseCode, cluster_info, route_data, route_info, topic_list
+from nsreplay.model import (
+    BrokerData,
+    DataVersion,
+    FrozenDict,
+    NameServer,
+    QueueData,
+    ResponseCode,
+    cluster_info,
+    route_data,
+    route_info,
+    topic_list,
+)
 from nsreplay.model import records as R
 from nsreplay.model.render import parse_fastjson
 
@@ -53,24 +64,72 @@ def test_unregistering_id2_leaves_ids_0_and_1(profile: str) -> None:
     assert addrs(ns, "broker-0") == {0: "cluster-broker-0:0", 1: "cluster-broker-0:1"}
 
 
+def expected_broker_data_json(profile: str, i: int) -> dict[str, object]:
+    """broker-i of the fixture as the NameServer serializes a BrokerData (spec §1, §7): ids 0, 1, 2 at
+    ``cluster-broker-i:id`` (map keys come back as strings from either shape), cluster "cluster"; 5.x
+    adds enableActingMaster (the fixture's brokers send "false"), zoneName is null and so omitted."""
+    data: dict[str, object] = {
+        "brokerAddrs": {str(broker_id): f"cluster-broker-{i}:{broker_id}" for broker_id in range(3)},
+        "brokerName": f"broker-{i}",
+        "cluster": "cluster",
+    }
+    if profile == "rocketmq-5":
+        data["enableActingMaster"] = False
+    return data
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_fixture_tables_hold_exactly_the_fixture(profile: str) -> None:
+    snap = fixture(profile).snapshot()
+    assert snap.brokerAddrTable == {
+        f"broker-{i}": BrokerData("cluster", f"broker-{i}",
+                                  FrozenDict({broker_id: f"cluster-broker-{i}:{broker_id}" for broker_id in range(3)}))
+        for i in range(3)
+    }
+    assert snap.clusterAddrTable == {"cluster": frozenset({"broker-0", "broker-1", "broker-2"})}
+    # only the masters (id 0) apply topic configs (spec §2 4.9 step 5, 5.x step 7)
+    assert snap.topicQueueTable == {
+        t: {f"broker-{i}": QueueData(f"broker-{i}", 8, 8, 6, 0) for i in range(3)} for t in TOPICS
+    }
+    assert set(snap.brokerLiveTable) == {
+        (f"cluster-broker-{i}:{broker_id}" if profile == "rocketmq-4.9" else ("cluster", f"cluster-broker-{i}:{broker_id}"))
+        for i in range(3) for broker_id in range(3)
+    }
+    assert snap.filterServerTable == {}
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_cluster_info_and_topic_list(profile: str) -> None:
     ns = fixture(profile)
     info = parse_fastjson(cluster_info(ns).body or b"")
-    assert info["clusterAddrTable"] == {"cluster": ["broker-0", "broker-1", "broker-2"]}
-    assert set(info["brokerAddrTable"]) == {"broker-0", "broker-1", "broker-2"}
+    assert info == {
+        "brokerAddrTable": {f"broker-{i}": expected_broker_data_json(profile, i) for i in range(3)},
+        "clusterAddrTable": {"cluster": ["broker-0", "broker-1", "broker-2"]},
+    }
     assert parse_fastjson(topic_list(ns).body or b"") == {"topicList": TOPICS}
+
+
+def _by_broker_name(items: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+    """A list of the answer keyed by brokerName (lists are compared as sets, spec §7)."""
+    keyed = {item["brokerName"]: item for item in items}
+    assert len(keyed) == len(items), "a brokerName listed twice"
+    return keyed
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_route_of_topic0(profile: str) -> None:
-    route = route_data(fixture(profile), "topic-0")
-    assert route is not None
-    assert len(route["brokerDatas"]) == 3
-    assert all(set(bd["brokerAddrs"]) == {0, 1, 2} for bd in route["brokerDatas"])
-    assert sorted(qd["brokerName"] for qd in route["queueDatas"]) == ["broker-0", "broker-1", "broker-2"]
-    assert all((qd["readQueueNums"], qd["writeQueueNums"], qd["perm"], qd["topicSysFlag"]) == (8, 8, 6, 0)
-               for qd in route["queueDatas"])
+    answer = route_info(fixture(profile), "topic-0", request_version=479)
+    assert answer.code == ResponseCode.SUCCESS and answer.remark is None
+    route = parse_fastjson(answer.body or b"")
+    assert isinstance(route, dict)
+    # no filter servers anywhere: {}; orderTopicConf is null (orderMessageEnable false) and so omitted
+    assert set(route) == {"brokerDatas", "filterServerTable", "queueDatas"}
+    assert route["filterServerTable"] == {}
+    assert _by_broker_name(route["brokerDatas"]) == {f"broker-{i}": expected_broker_data_json(profile, i) for i in range(3)}
+    assert _by_broker_name(route["queueDatas"]) == {
+        f"broker-{i}": {"brokerName": f"broker-{i}", "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8}
+        for i in range(3)
+    }
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -98,10 +157,14 @@ def test_5x_same_address_under_two_clusters_has_two_live_entries() -> None:
     ns.apply(R.register_broker(T0, cluster="c2", name="b2", addr="10.0.0.1:10911", dv=(0, 2, 2), topics=["t", TBW]))
     live = ns.snapshot().brokerLiveTable
     assert set(live) == {("c1", "10.0.0.1:10911"), ("c2", "10.0.0.1:10911")}
+    assert live[("c1", "10.0.0.1:10911")].dataVersion == DataVersion(0, 1, 1)  # each keeps its own dv
+    assert live[("c2", "10.0.0.1:10911")].dataVersion == DataVersion(0, 2, 2)
     ns.apply(R.unregister_broker(T0 + 1, cluster="c1", name="b1", addr="10.0.0.1:10911"))
     snap = ns.snapshot()
     assert set(snap.brokerLiveTable) == {("c2", "10.0.0.1:10911")}
-    assert set(snap.brokerAddrTable) == {"b2"}
+    assert snap.brokerLiveTable[("c2", "10.0.0.1:10911")].dataVersion == DataVersion(0, 2, 2)
+    assert snap.brokerAddrTable == {"b2": BrokerData("c2", "b2", FrozenDict({0: "10.0.0.1:10911"}))}
+    assert snap.clusterAddrTable == {"c2": frozenset({"b2"})}
 
 
 def _acting_master_group(enable_acting_master: bool, support_acting_master: bool) -> NameServer:

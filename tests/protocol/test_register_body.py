@@ -3,6 +3,7 @@
 import base64
 import struct
 import zlib
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, strategies as st
@@ -27,6 +28,12 @@ configs = st.builds(
     read_queue_nums=st.integers(0, 1024),
     write_queue_nums=st.integers(0, 1024),
     perm=st.integers(0, 15),
+    # every field of the JSON TopicConfig (spec §8), so that a codec losing one is seen: topicSysFlag
+    # is an int (sys flags are small bit sets; the full int range is covered too), order a boolean,
+    # topicFilterType one of Java's TopicFilterType names
+    topic_sys_flag=st.one_of(st.integers(0, 7), st.integers(-(2**31), 2**31 - 1)),
+    order=st.booleans(),
+    topic_filter_type=st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]),
 )
 bodies = st.builds(
     RegisterBody,
@@ -40,13 +47,36 @@ bodies = st.builds(
 @given(bodies)
 def test_json_round_trip(body: RegisterBody) -> None:
     raw = encode_register_body_bytes(body)
-    assert decode_register_body(raw, compressed=False, version=479) == body
+    decoded = decode_register_body(raw, compressed=False, version=479)
+    assert decoded == body
+    # spelled out, so that the comparison cannot be weakened by TopicConfig's equality
+    assert [(c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_sys_flag, c.order, c.topic_filter_type)
+            for c in decoded.topic_configs] == [
+        (c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_sys_flag, c.order, c.topic_filter_type)
+        for c in body.topic_configs]
 
 
 @given(bodies)
 def test_compressed_round_trip_drops_sysflag_and_order(body: RegisterBody) -> None:
+    """The compressed form carries "topicName read write perm filterType" per topic (spec §8): the
+    filter type survives, topicSysFlag and order do not (they come back as 0 / false)."""
     raw = encode_compressed_register_body(body, with_mappings=True)
-    assert decode_register_body(raw, compressed=True, version=479) == body
+    decoded = decode_register_body(raw, compressed=True, version=479)
+    expected_configs = tuple(replace(c, topic_sys_flag=0, order=False) for c in body.topic_configs)
+    assert decoded == replace(body, topic_configs=expected_configs)
+    assert [(c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_sys_flag, c.order, c.topic_filter_type)
+            for c in decoded.topic_configs] == [
+        (c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, 0, False, c.topic_filter_type)
+        for c in body.topic_configs]
+
+
+def test_compressed_form_drops_a_set_sysflag_and_order() -> None:
+    """One hand-written case: a sys flag and order=true go in, 0 / false come out; filterType stays."""
+    body = RegisterBody(DataVersion(0, 5, 2), (TopicConfig("ord", 4, 4, 6, 3, True, "MULTI_TAG"),))
+    decoded = decode_register_body(encode_compressed_register_body(body), compressed=True, version=400)
+    assert decoded.topic_configs == (TopicConfig("ord", 4, 4, 6, 0, False, "MULTI_TAG"),)
+    json_decoded = decode_register_body(encode_register_body_bytes(body), compressed=False, version=479)
+    assert json_decoded.topic_configs == (TopicConfig("ord", 4, 4, 6, 3, True, "MULTI_TAG"),)
 
 
 def test_missing_fields_take_java_defaults_and_key_names_nameless_config() -> None:
