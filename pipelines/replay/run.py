@@ -56,6 +56,7 @@ from pipelines.replay.transforms import (
     replay_records,
     replay_units,
     route_changing,
+    topic_holders,
     unit_facts,
     with_first_bodies,
     with_states,
@@ -382,7 +383,9 @@ def replay_window(
             (previous_facts if r.unit == FACTS_UNIT else previous_starts)[r.namesrv] = pickle.loads(r.state)
     window_events = events(window.record_range())
     changing_window = route_changing(window_events)
-    new_facts = unit_facts(changing_window, cfg.default_profile)
+    # the groups that can hold a REGISTER_TOPIC's topic: from every record up to the window's end
+    new_facts = unit_facts(changing_window, cfg.default_profile,
+                           lambda topics: topic_holders(events(ColumnRange("ts", at_most=until)), warehouse.read(TOPIC_CONFIGS), topics))
     facts = {ns: previous_facts.get(ns, UnitFacts()) | new_facts.get(ns, UnitFacts(profiles=frozenset({cfg.default_profile}))) for ns in origins}
     maps: dict[str, UnitMap] = {ns: f.assign() for ns, f in facts.items()}
     from_start: list[str] = []

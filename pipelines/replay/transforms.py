@@ -9,11 +9,11 @@ each distinct register body is joined once per unit, to the first record that ca
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterator, Mapping
+from typing import Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -80,25 +80,39 @@ def replay_records(events: DataFrame) -> DataFrame:
     return route_changing(events).select(*REPLAY_COLUMNS, "broker_name", "broker_addr", "source_file", "line_no")
 
 
-def unit_facts(events: DataFrame, default_profile: str) -> dict[str, UnitFacts]:
+def _register_topic_names() -> Column:
+    """The brokerNames a REGISTER_TOPIC's body names, in order (silver keeps the body as JSON text)."""
+    return F.from_json("body", "struct<queueDatas: array<struct<brokerName: string>>>").queueDatas.brokerName
+
+
+#: Topic names of interest → for each (NameServer, topic): the brokerNames that can hold it.
+TopicHolders = Callable[[Mapping[str, frozenset[str]]], Mapping[tuple[str, str], frozenset[str]]]
+
+
+def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -> dict[str, UnitFacts]:
     """What decides each NameServer's replay units, from distinct membership facts (small metadata):
     the (brokerName, address, connection, cluster) of registrations and unregistrations, the
     brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under. One query:
-    each record is reduced to the one fact it can carry (or none), and the distinct facts are few."""
+    each record is reduced to the one fact it can carry (or none), and the distinct facts are few.
+
+    A REGISTER_TOPIC's outcome also depends on whether its topic exists (spec §2: a brokerName
+    unknown to ``addrs`` drops the whole request for a new topic, only the rest of it for an existing
+    one), i.e. on every group that holds the topic then. Its group of brokerNames is therefore the
+    ones it names followed by ``holders`` of its topic (:func:`topic_holders`: every group that
+    registered the topic up to the window's end, a superset of those holding it at the request)."""
     request = F.col("kind") == "request"
     member = F.when(
         request & F.col("code").isin(103, 104) & F.col("broker_name").isNotNull(),
         F.struct("broker_name", "broker_addr", F.when(F.col("code") == 103, F.col("conn")).alias("conn"), "cluster_name"),
     )
-    topic_names = F.when(
-        request & (F.col("code") == 217) & F.col("body").isNotNull(),
-        F.from_json("body", "struct<queueDatas: array<struct<brokerName: string>>>").queueDatas.brokerName,
-    )
+    register_topic = request & (F.col("code") == 217) & F.col("body").isNotNull()
+    topic_names = F.when(register_topic, _register_topic_names())
+    topic = F.when(register_topic, F.col("ext_fields")["topic"])
     # every NameServer with its start records' versions (ingest requires the version of a start record)
     version = F.when(F.col("kind") == "namesrv_start", F.col("rocketmq_version"))
-    rows = events.select("namesrv", member.alias("member"), topic_names.alias("names"), version.alias("version")).distinct().collect()
+    rows = events.select("namesrv", member.alias("member"), topic_names.alias("names"), topic.alias("topic"), version.alias("version")).distinct().collect()
     facts: dict[str, set[Membership]] = {}
-    topic_groups: dict[str, set[tuple[str, ...]]] = {}
+    named: list[tuple[str, str | None, tuple[str, ...]]] = []  # (namesrv, topic, names) per REGISTER_TOPIC
     profiles: dict[str, set[str]] = {}
     for r in rows:
         found = profiles.setdefault(r.namesrv, set())
@@ -108,19 +122,49 @@ def unit_facts(events: DataFrame, default_profile: str) -> dict[str, UnitFacts]:
             m = r.member
             facts.setdefault(r.namesrv, set()).add(Membership(m.broker_name, m.broker_addr, m.conn, m.cluster_name))
         if r.names:
-            topic_groups.setdefault(r.namesrv, set()).add(tuple(n for n in r.names if n is not None))
-            for n in r.names:
-                if n is not None:
-                    facts.setdefault(r.namesrv, set()).add(Membership(n))
+            names = tuple(n for n in r.names if n is not None)
+            named.append((r.namesrv, r.topic, names))
+            for n in names:
+                facts.setdefault(r.namesrv, set()).add(Membership(n))
+    wanted: dict[str, set[str]] = {}
+    for ns, t, names in named:
+        if t is not None and names:
+            wanted.setdefault(ns, set()).add(t)
+    held = holders({ns: frozenset(ts) for ns, ts in wanted.items()}) if wanted else {}
+    topic_groups: dict[str, set[tuple[str, ...]]] = {}
+    for ns, t, names in named:
+        more = sorted(held.get((ns, t), frozenset()) - set(names)) if t is not None else []
+        topic_groups.setdefault(ns, set()).add(names + tuple(more))
+        for n in more:
+            facts.setdefault(ns, set()).add(Membership(n))
     return {
         ns: UnitFacts(frozenset(facts.get(ns, ())), frozenset(topic_groups.get(ns, ())), frozenset(found | {default_profile}))
         for ns, found in profiles.items()
     }
 
 
-def unit_maps(events: DataFrame, default_profile: str) -> dict[str, UnitMap]:
-    """The replay units of every NameServer in ``events`` (see :func:`unit_facts`)."""
-    return {ns: f.assign() for ns, f in unit_facts(events, default_profile).items()}
+def topic_holders(events: DataFrame, topic_configs: DataFrame, topics: Mapping[str, frozenset[str]]) -> dict[tuple[str, str], frozenset[str]]:
+    """For each (NameServer, topic) of ``topics``: every brokerName in ``events`` that registered the
+    topic (a REGISTER_BROKER body listing it, by its ``topic_configs`` row) or that a REGISTER_TOPIC
+    of it names. Small metadata: one row per holder; the register bodies are read once each, by id."""
+    if not any(topics.values()):
+        return {}
+    spark = events.sparkSession
+    wanted = F.broadcast(local_frame(spark, sorted((ns, t) for ns, ts in topics.items() for t in ts), "namesrv string, topic string"))
+    request = (F.col("kind") == "request") & F.col("namesrv").isin(sorted(topics))
+    registered = events.where(request & (F.col("code") == 103) & F.col("body_id").isNotNull() & F.col("broker_name").isNotNull()).select(
+        "namesrv", "broker_name", "body_id").distinct()
+    listed = topic_configs.select("body_id", F.explode(F.array_union(
+        F.col("topic_configs.topic_name"), F.coalesce(F.col("topic_keys"), F.array().cast("array<string>")))).alias("topic"))
+    by_body = registered.join(listed, "body_id").select("namesrv", "topic", "broker_name")
+    by_request = events.where(request & (F.col("code") == 217) & F.col("body").isNotNull()).select(
+        "namesrv", F.col("ext_fields")["topic"].alias("topic"),
+        F.explode(_register_topic_names()).alias("broker_name"))
+    rows = by_body.unionByName(by_request).where(F.col("broker_name").isNotNull()).join(wanted, ["namesrv", "topic"]).distinct().collect()
+    found: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        found.setdefault((r.namesrv, r.topic), set()).add(r.broker_name)
+    return {key: frozenset(names) for key, names in found.items()}
 
 
 def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMap]) -> DataFrame:
@@ -143,7 +187,10 @@ def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMa
         .otherwise(F.lit("all")),
     ).withColumn(
         "route_key",
-        F.when(F.col("route") == "name", F.col("broker_name"))
+        # a REGISTER_TOPIC's header names no brokerName: it goes to the unit of the first its body
+        # names (every brokerName it names is in that unit, with the groups holding its topic)
+        F.when((F.col("route") == "name") & (code == 217), F.try_element_at(F.filter(_register_topic_names(), lambda n: n.isNotNull()), F.lit(1)))
+        .when(F.col("route") == "name", F.col("broker_name"))
         .when(F.col("route") == "addr", F.col("broker_addr"))
         .when(F.col("route") == "conn", F.col("conn"))
         .when(F.col("route") == "all", F.lit(BROADCAST)),

@@ -10,7 +10,9 @@ touch another group's entries (semantics spec §1, §2, §5):
   live entry" whose stored connection is the closing one);
 * one brokerName registered under two clusters (4.9 removes it from "the first cluster set
   containing it"): every group of those clusters joins the unit;
-* a REGISTER_TOPIC body naming several brokerNames (it stops at the first one unknown to ``addrs``).
+* a REGISTER_TOPIC body naming several brokerNames (it stops at the first one unknown to ``addrs``),
+  together with every group that registered its topic (whether the topic exists decides whether
+  the entries before an unknown brokerName stay): ``topic_groups`` hold both.
 
 Inside a unit every "first … in Java iteration order" decision involves only the unit's own keys,
 and their relative order depends only on hash, insertion order and table capacity. Capacity is the

@@ -30,6 +30,7 @@ NS_SHARED_LIVE = "10.0.1.10:9876"  # 4.9: two processes report one address over 
 NS_STATIC_MAPPINGS = "10.0.1.11:9876"  # 5.x: a body with static-topic mappings skips deleteTopicWithBrokerRegistration
 NS_MALFORMED_5 = "10.0.1.12:9876"  # 5.x: topicConfigTable keys that are not the topic names; a broken mapping section
 NS_MALFORMED_49 = "10.0.1.13:9876"  # 4.9: the same bodies (4.9 never reads the mapping section)
+NS_REGISTER_TOPIC = "10.0.1.14:9876"  # 5.x: REGISTER_TOPIC naming an unknown brokerName, its topic held by another group
 
 
 def scenarios() -> list[dict]:
@@ -146,6 +147,19 @@ def scenarios() -> list[dict]:
                                      topic_keys=["K", "TBW102"] if renamed else None, namesrv=ns))
             r.append(register_broker(S + 200 + k * 30000, cluster="c", name="b-n", addr="10.12.0.2:10911", topics=["n", "TBW102"], dv=(0, 1, 1 + k),
                                      form="compressed", mapping_section=b"" if k == 0 else None, namesrv=ns))
+
+    # REGISTER_TOPIC (217) naming b-r, then a brokerName no broker registered: for a topic that exists
+    # ("held", registered by b-h only: another replay unit) the entries before the unknown one stay;
+    # for a new topic ("fresh") none does (spec §2). Found by the random streams of the replay test.
+    ns = NS_REGISTER_TOPIC
+    r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
+    for k in range(10):
+        r.append(register_broker(S + 100 + k * 30000, cluster="c", name="b-h", addr="10.14.0.1:10911", topics=["held", "TBW102"], namesrv=ns))
+        r.append(register_broker(S + 200 + k * 30000, cluster="c", name="b-r", addr="10.14.0.2:10911", topics=["r", "TBW102"], namesrv=ns))
+    for at, topic in ((S + 1000, "held"), (S + 2000, "fresh")):
+        body = {"queueDatas": [{"brokerName": "b-r", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0},
+                               {"brokerName": "b-ghost", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]}
+        r.append(request(at, 217, {"topic": topic}, body=body, namesrv=ns))
 
     # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
     # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".

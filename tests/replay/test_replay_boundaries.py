@@ -12,6 +12,7 @@ from boundary_scenarios import (
     NS_DELETE_5,
     NS_MALFORMED_5,
     NS_MALFORMED_49,
+    NS_REGISTER_TOPIC,
     NS_RESTART,
     NS_SHARED_LIVE,
     NS_STALE_CLOSE,
@@ -114,3 +115,10 @@ def test_malformed_bodies_keys_and_mapping_section(published) -> None:
     assert "n" not in h.snapshot_at(NS_MALFORMED_5, S + 30000).topicQueueTable  # the broken body changed nothing
     assert "10.12.0.2:10911" not in live_addrs(h, NS_MALFORMED_5, S + 30000)
     assert "10.12.0.2:10911" in live_addrs(h, NS_MALFORMED_49, S + 300)
+
+
+def test_register_topic_with_an_unknown_broker_depends_on_the_topic_held_by_another_group(published) -> None:
+    h = PublishedHistory(published[1])
+    snap = h.snapshot_at(NS_REGISTER_TOPIC, S + 2500)
+    assert {name: (qd.readQueueNums, qd.writeQueueNums) for name, qd in snap.topicQueueTable["held"].items()} == {"b-h": (8, 8), "b-r": (4, 4)}
+    assert "fresh" not in snap.topicQueueTable

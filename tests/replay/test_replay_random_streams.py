@@ -3,7 +3,8 @@
 Hypothesis draws a batch of streams; each becomes one NameServer of a single capture (so one Spark
 run checks them all). Small pools of clusters, brokerNames, addresses, ids and connections make
 collisions likely: one address under several brokerNames and ids, brokerNames moving between
-clusters, stale connections, restarts, admin requests, duplicates, records landing exactly on scan
+clusters, stale connections, restarts, admin requests (205/327, 216, 217 naming unknown brokers,
+100/102), topics with read != write queues and a topicSysFlag, duplicates, records landing exactly on scan
 ticks, files out of order, register bodies in every form, with and without static-topic mappings,
 some malformed (a topicConfigTable key that is not its topic's name, a compressed body without its
 mapping section). Every tick of every stream must match the reference model.
@@ -42,7 +43,9 @@ GAPS = (0, 1, 5, 4999, 5000, 5001, 10000, 30000, 119999, 120000, 120001)
 def stream(draw, index: int) -> list[dict]:
     """One NameServer's records (seeded from hypothesis' draws)."""
     seed = draw(st.integers(0, 2**32 - 1))
-    rng = random.Random(seed)
+    # the stream's index in the seed too: hypothesis' first example draws every integer as 0, and
+    # twelve copies of one stream would check one stream
+    rng = random.Random(seed * 64 + index)
     ns = f"10.1.{index}.1:9876"
     five = rng.random() < 0.5
     config = {"scanNotActiveBrokerInterval": rng.choice((5000, 3000))} if five else {}
@@ -63,7 +66,8 @@ def stream(draw, index: int) -> list[dict]:
         if roll < 0.5:
             if rng.random() < 0.15:
                 generation[addr] += 1
-            topics = [(tp, 8, 8, rng.choice((6, 6, 4, 7))) for tp in rng.sample(TOPICS, rng.randint(1, 3))]
+            # now and then read != write queues and a topicSysFlag (which the compressed form drops)
+            topics = [(tp, 8, rng.choice((8, 8, 4)), rng.choice((6, 6, 4, 7)), rng.choice((0, 0, 0, 1, 3))) for tp in rng.sample(TOPICS, rng.randint(1, 3))]
             # half the time the connection is unrelated to the address: two processes reporting one
             # address (NAT, copied config) over different connections
             conn = f"10.0.8.{rng.randint(1, 2)}:5000#conn0" if odd and mode == "conn" else conn_of(addr, generation[addr])
@@ -95,13 +99,22 @@ def stream(draw, index: int) -> list[dict]:
             records.append(channel(t, rng.choice(("CLOSE", "IDLE", "EXCEPTION")), closing, namesrv=ns))
         elif roll < 0.87:
             records.append(request(t, rng.choice((205, 327)), {"brokerName": name}, namesrv=ns))
-        elif roll < 0.92:
+        elif roll < 0.90:
             ext = {"topic": rng.choice(TOPICS)}
             if rng.random() < 0.5:
                 ext["clusterName"] = rng.choice(CLUSTERS + ("",))
             records.append(request(t, 216, ext, namesrv=ns))
+        elif roll < 0.93:
+            # REGISTER_TOPIC_IN_NAMESRV (5.x; 4.9 ignores it): a brokerName unknown to the addresses
+            # ("broker-ghost" never registers) stops the rest, and merges replay units
+            queue_datas = [{"brokerName": n, "readQueueNums": rng.choice((4, 8)), "writeQueueNums": 8, "perm": rng.choice((6, 2)), "topicSysFlag": rng.choice((0, 1))}
+                           for n in rng.sample(NAMES + ("broker-ghost",), rng.randint(1, 3))]
+            records.append(request(t, 217, {"topic": rng.choice(TOPICS + ("t-new",))}, body={"queueDatas": queue_datas}, namesrv=ns))
         elif roll < 0.96:
-            records.append(request(t, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": rng.choice(TOPICS), "value": f"{name}:4"}, namesrv=ns))
+            if rng.random() < 0.7:
+                records.append(request(t, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": rng.choice(TOPICS), "value": f"{name}:4"}, namesrv=ns))
+            else:
+                records.append(request(t, 102, {"namespace": "ORDER_TOPIC_CONFIG", "key": rng.choice(TOPICS)}, namesrv=ns))
         else:
             records.append(namesrv_start(t, "5.3.3" if five else "4.9.4", config, namesrv=ns))
     for seq, record in enumerate(records):

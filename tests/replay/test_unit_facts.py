@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.replay.transforms import unit_facts
+from pipelines.replay.transforms import topic_holders, unit_facts
 from pipelines.replay.units import Membership, UnitFacts
-from schemas.silver import EVENTS
+from schemas.silver import EVENTS, TOPIC_CONFIGS
 
 A, B = "10.0.0.1:9876", "10.0.0.2:9876"
 
@@ -30,7 +30,7 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
         _register(A, 3, 103, "b1", "10.1.0.1:10911", "c1", "C1"),  # the same fact again
         _register(A, 4, 104, "b2", "10.1.0.2:10911", "c9", "C1"),  # unregister: no connection kept
         _register(A, 5, 103, None, "10.1.0.3:10911", "c3", "C1"),  # no brokerName: no fact
-        _row(A, 6, "request", code=217, body='{"queueDatas":[{"brokerName":"b1"},{"brokerName":"b3"}]}'),
+        _row(A, 6, "request", code=217, ext_fields={"topic": "t"}, body='{"queueDatas":[{"brokerName":"b1"},{"brokerName":"b3"}]}'),
         _row(A, 7, "request", code=217, body='{"queueDatas":[]}'),  # names no group
         _row(A, 8, "request", code=217, body="not json"),
         _row(A, 9, "channel", event="CLOSE", conn="c1", remote="10.1.0.1:50000"),
@@ -39,7 +39,15 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
     ]
     events = spark.createDataFrame(rows, EVENTS.schema)
 
-    facts = unit_facts(events, "rocketmq-4.9")
+    asked = []
+
+    def holders(topics):  # t is held by b4 too (a group the request does not name)
+        asked.append(topics)
+        return {(A, "t"): frozenset({"b1", "b4"})}
+
+    facts = unit_facts(events, "rocketmq-4.9", holders)
+
+    assert asked == [{A: frozenset({"t"})}]  # once, for the topics REGISTER_TOPICs name
 
     assert facts == {
         A: UnitFacts(
@@ -48,9 +56,38 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
                 Membership("b2", "10.1.0.2:10911", None, "C1"),
                 Membership("b1"),
                 Membership("b3"),
+                Membership("b4"),
             }),
-            frozenset({("b1", "b3")}),
+            frozenset({("b1", "b3", "b4")}),
             frozenset({"rocketmq-4.9", "rocketmq-5"}),
         ),
         B: UnitFacts(frozenset(), frozenset(), frozenset({"rocketmq-4.9"})),
     }
+
+
+def _body(body_id: str, *topics: str, keys: list[str] | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(TOPIC_CONFIGS.schema.fieldNames())
+    configs = [dict(topic_name=t, read_queue_nums=8, write_queue_nums=8, perm=6, topic_sys_flag=0, order=False, topic_filter_type="SINGLE_TAG") for t in topics]
+    row.update(body_id=body_id, encoding="json", has_data_version=True, topic_configs=configs, topic_count=len(topics), filter_server_list=[],
+               legacy_wrapper=False, body_bytes=1, topic_keys=keys, first_run_id="r")
+    return row
+
+
+def test_topic_holders_are_the_groups_that_registered_or_were_given_the_topic(spark) -> None:
+    """Spec §2, REGISTER_TOPIC: whether its topic exists decides what a brokerName unknown to addrs
+    does, so every group that can hold the topic must replay with it."""
+    rows = [
+        _row(A, 1, "request", code=103, broker_name="b1", body_id="x"),      # t and u
+        _row(A, 2, "request", code=103, broker_name="b2", body_id="y"),      # u only
+        _row(A, 3, "request", code=103, broker_name="b5", body_id="z"),      # a key "t" whose config names "t2"
+        _row(A, 4, "request", code=904, broker_name="b6", body_id=None),     # a heartbeat holds nothing
+        _row(A, 5, "request", code=217, ext_fields={"topic": "t"}, body='{"queueDatas":[{"brokerName":"b7"},{"brokerName":null}]}'),
+        _row(A, 6, "request", code=217, ext_fields={"topic": "v"}, body='{"queueDatas":[{"brokerName":"b8"}]}'),
+        _row(B, 1, "request", code=103, broker_name="b9", body_id="x"),      # another NameServer
+    ]
+    events = spark.createDataFrame(rows, EVENTS.schema)
+    bodies = spark.createDataFrame([_body("x", "t", "u"), _body("y", "u"), _body("z", "t2", keys=["t"])], TOPIC_CONFIGS.schema)
+
+    assert topic_holders(events, bodies, {A: frozenset({"t", "w"})}) == {(A, "t"): frozenset({"b1", "b5", "b7"})}
+    assert topic_holders(events, bodies, {A: frozenset({"u"}), B: frozenset({"t"})}) == {(A, "u"): frozenset({"b1", "b2"}), (B, "t"): frozenset({"b9"})}
+    assert topic_holders(events, bodies, {}) == {}
