@@ -119,7 +119,8 @@ def scenarios() -> list[dict]:
     # registering the same address, so the shared live entry never expires and broker-p keeps it.
     ns = NS_SHARED_LIVE
     r.append(namesrv_start(S, "4.9.4", {}, namesrv=ns))
-    r.append(register_broker(S + 1000, cluster="c", name="broker-p", addr="10.10.0.1:10911", topics=["tp"], five=False, conn="10.10.9.1:1#p", namesrv=ns))
+    r.append(register_broker(S + 1000, cluster="c", name="broker-p", addr="10.10.0.1:10911", topics=["tp"], five=False, conn="10.10.9.1:1#p",
+                             filter_servers=["10.10.9.9:7777"], namesrv=ns))
     for k in range(0, 9):
         r.append(register_broker(S + 2000 + k * 30000, cluster="c", name="broker-o", addr="10.10.0.1:10911", topics=["to"], five=False, conn="10.10.9.2:2#o", namesrv=ns))
 
@@ -154,7 +155,8 @@ def scenarios() -> list[dict]:
     ns = NS_REGISTER_TOPIC
     r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
     for k in range(10):
-        r.append(register_broker(S + 100 + k * 30000, cluster="c", name="b-h", addr="10.14.0.1:10911", topics=["held", "TBW102"], namesrv=ns))
+        r.append(register_broker(S + 100 + k * 30000, cluster="c", name="b-h", addr="10.14.0.1:10911", topics=["held", "TBW102"],
+                                 filter_servers=["10.14.9.9:7777"], namesrv=ns))
         r.append(register_broker(S + 200 + k * 30000, cluster="c", name="b-r", addr="10.14.0.2:10911", topics=["r", "TBW102"], namesrv=ns))
     for at, topic in ((S + 1000, "held"), (S + 2000, "fresh")):
         body = {"queueDatas": [{"brokerName": "b-r", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0},
