@@ -1,0 +1,67 @@
+"""assign_units and carries_over: which broker groups replay together, written out by hand from the
+rules of pipelines/replay/units.py (each rule alone, then the capacity fallback, then windows)."""
+
+from __future__ import annotations
+
+from pipelines.replay.units import BASE_UNIT, KV_UNIT, Membership, UnitFacts, UnitMap, assign_units, carries_over
+
+
+def test_groups_that_share_nothing_are_units_of_their_own() -> None:
+    got = assign_units([Membership("b", "10.0.0.2:1", "c-b", "C"), Membership("a", "10.0.0.1:1", "c-a", "C")])
+    assert got == UnitMap(
+        by_broker_name={"a": "a", "b": "b"},
+        by_addr={"10.0.0.1:1": "a", "10.0.0.2:1": "b"},
+        by_conn={"c-a": "a", "c-b": "b"},
+        whole_namesrv=False,
+    )
+    assert got.units() == {"a", "b", KV_UNIT, BASE_UNIT}
+
+
+def test_an_address_a_connection_or_a_register_topic_body_joins_groups() -> None:
+    facts = [
+        Membership("a", "10.0.0.1:1", "c-a", "C"),
+        Membership("b", "10.0.0.1:1", "c-b", "C"),  # a's address
+        Membership("c", "10.0.0.3:1", "c-c", "C"),
+        Membership("d", "10.0.0.4:1", "c-c", "C"),  # c's connection
+        Membership("e", "10.0.0.5:1", "c-e", "C"),
+        Membership("f", "10.0.0.6:1", "c-f", "C"),
+        Membership("g", "10.0.0.7:1", "c-g", "C"),
+    ]
+    got = assign_units(facts, topic_groups=[("f", "e"), ("g",)])  # a body naming f then e; one naming g alone
+    # unit ids are the smallest brokerName of the unit
+    assert got.by_broker_name == {"a": "a", "b": "a", "c": "c", "d": "c", "e": "e", "f": "e", "g": "g"}
+    assert got.by_addr["10.0.0.1:1"] == "a" and got.by_conn["c-c"] == "c" and not got.whole_namesrv
+
+
+def test_a_brokername_in_two_clusters_joins_every_group_of_both() -> None:
+    facts = [
+        Membership("a", "10.0.0.1:1", None, "C1"),
+        Membership("a", "10.0.0.1:1", None, "C2"),  # moved (or misconfigured)
+        Membership("b", "10.0.0.2:1", None, "C1"),
+        Membership("c", "10.0.0.3:1", None, "C2"),
+        Membership("d", "10.0.0.4:1", None, "C3"),
+    ]
+    assert assign_units(facts).by_broker_name == {"a": "a", "b": "a", "c": "a", "d": "d"}
+
+
+def test_a_namesrv_whose_tables_can_outgrow_their_capacity_is_one_unit_when_any_unit_is_shared() -> None:
+    # 4.9: addrs is a HashMap of 128 buckets, resized past 96 brokerNames (spec section 1)
+    many = [Membership(f"b{i:03d}", f"10.0.{i}.1:1", f"c{i}", "C") for i in range(97)]
+    alone = assign_units(many, profiles=["rocketmq-4.9"])
+    assert not alone.whole_namesrv and len(set(alone.by_broker_name.values())) == 97  # nothing shared: order stays local
+    shared = assign_units(many + [Membership("b001", "10.0.0.1:1", "c0", "C")], profiles=["rocketmq-4.9"])
+    assert shared.whole_namesrv and set(shared.by_broker_name.values()) == {"b000"}
+    # 5.x tables are larger (256 buckets, resized at 192 entries): the same NameServer keeps its units
+    five = assign_units(many + [Membership("b001", "10.0.0.1:1", "c0", "C")], profiles=["rocketmq-5"])
+    assert not five.whole_namesrv and len(set(five.by_broker_name.values())) == 96
+    # a NameServer that ran under both profiles takes the stricter limits
+    assert assign_units(many + [Membership("b001", "10.0.0.1:1", "c0", "C")], profiles=["rocketmq-5", "rocketmq-4.9"]).whole_namesrv
+
+
+def test_units_carry_over_a_window_unless_two_merge() -> None:
+    before = UnitFacts(frozenset({Membership("a", "10.0.0.1:1", "c-a", "C"), Membership("b", "10.0.0.2:1", "c-b", "C")}), profiles=frozenset({"rocketmq-5"}))
+    grown = before | UnitFacts(frozenset({Membership("c", "10.0.0.3:1", "c-c", "C")}))
+    assert carries_over(before.assign(), grown.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": "a", "b": "b"}
+    # a REGISTER_TOPIC in the next window names a and b together: their states cannot be combined
+    merged = before | UnitFacts(topic_groups=frozenset({("b", "a")}))
+    assert carries_over(before.assign(), merged.assign()) is None
