@@ -8,11 +8,15 @@ import dataclasses
 import gzip
 import json
 import shutil
+import zlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
 
 from nsreplay.config import load_settings
 from nsreplay.protocol.register_body import (
@@ -28,12 +32,13 @@ from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestQualityError, run_ingest
 from pipelines.ingest.transforms import duplicate_ids
 from schemas import ALL_TABLES
-from schemas.bronze import CAPTURES_RAW, INGEST_FILES
+from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, TOPIC_CONFIGS
 
 NS = "10.0.0.10:9876"
 T0 = 1732147200000
-BODY_A = RegisterBody(DataVersion(0, T0 - 100_000, 3), (TopicConfig("orders", 8, 8, 6, 0), TopicConfig("TBW102", 8, 8, 7, 0)), ())
+# "orders" has a topicSysFlag and is ordered: the JSON form carries both, the compressed form neither
+BODY_A = RegisterBody(DataVersion(0, T0 - 100_000, 3), (TopicConfig("orders", 8, 8, 6, 1, True), TopicConfig("TBW102", 8, 8, 7, 0)), ())
 BODY_B = RegisterBody(DataVersion(2, T0 - 50_000, 9), (TopicConfig("payments", 4, 4, 6, 0),), ("10.0.0.9:7777",))
 MAX_LINE = 4096
 
@@ -143,14 +148,25 @@ def test_bad_lines_are_quarantined_with_their_reason_and_nothing_else_is(spark, 
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_truncated_gzip_keeps_its_complete_lines_and_quarantines_the_cut_one(ingested) -> None:
+def complete_lines_of_truncated(root: Path) -> int:
+    """The lines of truncated.jsonl.gz that are whole in what inflates from its bytes (zlib, not the
+    ingest's reader); the test needs the cut to fall inside a line, which then is line n + 1."""
+    inflated = zlib.decompressobj(31).decompress((root / "truncated.jsonl.gz").read_bytes())
+    n = inflated.count(b"\n")
+    assert 0 < n < 400 and not inflated.endswith(b"\n"), (n, len(inflated))
+    return n
+
+
+def test_truncated_gzip_keeps_its_complete_lines_and_quarantines_the_cut_one(spark, ingested, matrix) -> None:
     warehouse, _ = ingested
-    events = warehouse.read(EVENTS).where(basename_col() == "truncated.jsonl.gz")
+    root, _ = matrix
+    n = complete_lines_of_truncated(root)
+    events = warehouse.read(EVENTS).where(basename_col() == "truncated.jsonl.gz").select("line_no", "ts", "code", "opaque")
+    # the file was written from request(T0 + 50_000 + i, 904, ..., 100 + i) for i in range(400)
+    want = spark.createDataFrame([(i + 1, T0 + 50_000 + i, 904, 100 + i) for i in range(n)], events.schema)
+    assert_df_equality(events, want, ignore_row_order=True, ignore_nullable=True)
     cut = warehouse.read(QUARANTINE).where(basename_col() == "truncated.jsonl.gz").collect()
-    assert [r.reason for r in cut] == ["truncated_gzip"]
-    n = events.count()
-    assert 0 < n < 400 and cut[0].line_no == n + 1
-    assert sorted(r.line_no for r in events.select("line_no").collect()) == list(range(1, n + 1))
+    assert [(r.reason, r.line_no) for r in cut] == [("truncated_gzip", n + 1)]
 
 
 def test_duplicates_across_and_within_files_count_once(spark, ingested) -> None:
@@ -163,41 +179,88 @@ def test_duplicates_across_and_within_files_count_once(spark, ingested) -> None:
     assert result.duplicates == 3
 
 
-def test_counts_reconcile_and_are_recorded(ingested) -> None:
+def test_counts_reconcile_and_are_recorded(ingested, matrix) -> None:
     warehouse, result = ingested
-    truncated_lines = result.lines_read - len(good_records()) - 3 - len(BAD_LINES)
-    assert result.accepted == len(good_records()) + truncated_lines - 1
-    assert result.quarantined == len(BAD_LINES) + 1
+    root, _ = matrix
+    n = complete_lines_of_truncated(root)
+    # every line of every file: good.jsonl, bad.jsonl, the 3 of dups.jsonl.gz, truncated's n whole + 1 cut
+    lines_read = len(good_records()) + len(BAD_LINES) + 3 + n + 1
+    # dups.jsonl.gz holds good.jsonl's lines 3, 6 and 6: five copies of two records, two kept, three duplicates
+    accepted = len(good_records()) + 3 - 3 + n
+    quarantined = len(BAD_LINES) + 1
+    assert (result.lines_read, result.accepted, result.duplicates, result.quarantined) == (lines_read, accepted, 3, quarantined)
     assert result.lines_read == result.accepted + result.duplicates + result.quarantined
     row = warehouse.read(INGEST_RUNS).where(F.col("run_id") == "run-1").collect()
     assert len(row) == 1 and row[0].status == "succeeded"
-    assert (row[0].lines_read, row[0].accepted, row[0].duplicates, row[0].quarantined) == (
-        result.lines_read, result.accepted, result.duplicates, result.quarantined)
+    assert (row[0].lines_read, row[0].accepted, row[0].duplicates, row[0].quarantined) == (lines_read, accepted, 3, quarantined)
+    assert row[0].quarantined_by_reason == dict(Counter(reason for _, reason in BAD_LINES) + Counter(["truncated_gzip"]))
+    assert (row[0].new_bodies, row[0].quality_passed) == (3, True)
     assert warehouse.read(CAPTURES_RAW).count() == result.lines_read
     statuses = {Path(r.source_file).name: r.status for r in warehouse.read(INGEST_FILES).collect()}
     assert statuses == {"good.jsonl": "read", "bad.jsonl": "read", "dups.jsonl.gz": "read", "truncated.jsonl.gz": "read", "empty.jsonl": "empty"}
     assert all(r.success for r in warehouse.read(QUALITY_RESULTS).collect())
 
 
+def expected_body_row(encoding: str, body: RegisterBody, body_bytes: int) -> tuple:
+    """The silver.topic_configs row (without body_id) of ``body`` sent in ``encoding``, stored by run-1.
+    The compressed form carries neither topicSysFlag nor order: they read 0 and false (register_body)."""
+    dv = body.data_version
+    compressed = encoding == "compressed"
+    configs = [(c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, 0 if compressed else c.topic_sys_flag,
+                False if compressed else c.order, c.topic_filter_type) for c in body.topic_configs]
+    return (encoding, True, dv.state_version, dv.timestamp, dv.counter, configs, len(configs), list(body.filter_server_list),
+            False, body_bytes, False, None, None, "run-1")
+
+
 def test_each_distinct_register_body_is_parsed_once(spark, ingested) -> None:
     warehouse, _ = ingested
-    got = warehouse.read(TOPIC_CONFIGS).select("encoding", "dv_counter", "topic_count", F.col("filter_server_list"))
-    want = spark.createDataFrame(
-        [("json", 3, 2, []), ("json", 9, 1, ["10.0.0.9:7777"]), ("compressed", 3, 2, [])], got.schema
-    )
-    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
-    registers = warehouse.read(EVENTS).where(F.col("code") == 103)
-    orphans = registers.join(warehouse.read(TOPIC_CONFIGS), "body_id", "left_anti").count()
-    assert orphans == 0
+    stored = warehouse.read(TOPIC_CONFIGS)
+    got = stored.drop("body_id")
+    json_a = json.dumps(encode_json_register_body(BODY_A), sort_keys=True, separators=(",", ":")).encode()  # a body object: its compact JSON
+    rows = [
+        expected_body_row("json", BODY_A, len(json_a)),
+        expected_body_row("json", BODY_B, len(encode_register_body_bytes(BODY_B))),  # body_b64: its bytes
+        expected_body_row("compressed", BODY_A, len(encode_compressed_register_body(BODY_A, with_mappings=True))),
+    ]
+    assert rows[0][5] != rows[2][5]  # the compressed form's topics differ from the JSON form's
+    assert_df_equality(got, spark.createDataFrame(rows, got.schema), ignore_row_order=True, ignore_nullable=True)
+    assert stored.select("body_id").distinct().count() == 3
+    # each kept REGISTER_BROKER refers to the body it carries (good.jsonl lines 3 and 6 are duplicates of dups.jsonl.gz's)
+    registers = warehouse.read(EVENTS).where(F.col("code") == 103).join(stored, "body_id", "left")
+    got = registers.select(basename_col().alias("file"), "line_no", "encoding", "dv_counter")
+    want = [("dups.jsonl.gz", 1, "json", 3), ("dups.jsonl.gz", 2, "json", 3), ("good.jsonl", 4, "json", 9), ("good.jsonl", 5, "compressed", 3)]
+    assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
+
+
+# What an ingest writes, and its bookkeeping (a row per run, or per run and expectation).
+WRITTEN = (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW, CAPTURE_BODIES, INGEST_FILES)
+BOOKKEEPING = (INGEST_RUNS, QUALITY_RESULTS)
+
+
+def whole(df: DataFrame) -> DataFrame:
+    """``df`` with run_id and every other column kept, map columns as sorted JSON (chispa cannot order maps)."""
+    for f in df.schema.fields:
+        if isinstance(f.dataType, MapType):
+            df = df.withColumn(f.name, F.to_json(F.array_sort(F.map_entries(f.name))))
+    return df
+
+
+def assert_as_at(warehouse: Warehouse, spec, version: int, now: DataFrame | None = None) -> None:
+    """``spec`` (or ``now``, rows of it) is, row for row and column for column, what it was at ``version``."""
+    assert version is not None, spec.name  # read(version=None) is the latest: the comparison would prove nothing
+    now = warehouse.read(spec) if now is None else now
+    assert_df_equality(whole(warehouse.read(spec, version=version)), whole(now), ignore_row_order=True, ignore_nullable=True)
 
 
 def test_reingesting_the_same_files_adds_nothing(spark, ingested, matrix) -> None:
     warehouse, _ = ingested
     root, _ = matrix
-    before = {spec.name: warehouse.read(spec).count() for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)}
+    versions = {spec.name: warehouse.version(spec) for spec in WRITTEN + BOOKKEEPING}
     again = run_ingest(spark, warehouse, settings(), str(root), "run-2")
-    after = {spec.name: warehouse.read(spec).count() for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)}
-    assert after == before
+    for spec in WRITTEN:
+        assert_as_at(warehouse, spec, versions[spec.name])
+    for spec in BOOKKEEPING:  # unchanged but for run-2's own rows
+        assert_as_at(warehouse, spec, versions[spec.name], warehouse.read(spec).where(F.col("run_id") != "run-2"))
     assert (again.files_read, again.files_skipped, again.lines_read) == (0, 5, 0)
     # the skipped files are counted in the run row, not listed again (a row per old file per run)
     assert [(r.files_seen, r.files_read, r.files_skipped) for r in warehouse.read(INGEST_RUNS).where(F.col("run_id") == "run-2").collect()] == [(5, 0, 5)]
@@ -217,10 +280,23 @@ def test_a_copied_file_is_all_duplicates(spark, ingested, matrix, tmp_path) -> N
     warehouse, _ = ingested
     root, _ = matrix
     shutil.copy(root / "good.jsonl", tmp_path / "copy-of-good.jsonl")
-    events_before = warehouse.read(EVENTS).count()
+    versions = {spec.name: warehouse.version(spec) for spec in WRITTEN + BOOKKEEPING}
     result = run_ingest(spark, warehouse, settings(), str(tmp_path), "run-copy")
     assert (result.lines_read, result.duplicates, result.accepted) == (len(good_records()), len(good_records()), 0)
-    assert warehouse.read(EVENTS).count() == events_before
+    for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURE_BODIES):
+        assert_as_at(warehouse, spec, versions[spec.name])
+    for spec in (CAPTURES_RAW, INGEST_FILES) + BOOKKEEPING:  # unchanged but for run-copy's own rows
+        assert_as_at(warehouse, spec, versions[spec.name], warehouse.read(spec).where(F.col("run_id") != "run-copy"))
+    # bronze keeps the copy's lines as read (the first with its byte order mark)
+    data = (tmp_path / "copy-of-good.jsonl").read_bytes()
+    lines = data[:-1].split(b"\n")
+    raw = warehouse.read(CAPTURES_RAW).where(F.col("run_id") == "run-copy")
+    got = raw.select(basename_col().alias("file"), "line_no", "line", "line_bytes", "raw_bytes", "read_error", "body_ref")
+    want = [("copy-of-good.jsonl", i, line.decode("utf-8"), len(line), None, None, None) for i, line in enumerate(lines, start=1)]
+    assert len(want) == len(good_records()) and want[0][2].startswith("\ufeff")
+    assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
+    files = warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-copy").select(basename_col(), "size_bytes", "status", "lines")
+    assert [tuple(r) for r in files.collect()] == [("copy-of-good.jsonl", len(data), "read", len(good_records()))]
 
 
 def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -> None:

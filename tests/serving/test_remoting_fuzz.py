@@ -11,18 +11,24 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import struct
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
 from nsreplay.history import Coverage, OutsideCoverageError
 from nsreplay.model import PROFILE_49, Answer, Snapshot, state_at
 from nsreplay.model.records import namesrv_start, register_broker, unregister_broker
 from nsreplay.serving.remoting import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
     JSON,
     MAX_FRAME_BYTES,
     ROCKETMQ,
     FrameError,
     RemotingCommand,
+    decode_frame,
     decode_payload,
     encode_frame,
     frame_length,
@@ -247,24 +253,160 @@ def test_abandoned_large_frames_and_early_closes():
     run(_with_server(body))
 
 
+# A reply's remark, as a regular expression (re.fullmatch; None: no remark), per the server's contract
+# (nsreplay.serving.remoting_server): an error's remark is checked for what it must name, the model's
+# answers for their exact text.
+REMARK_CODE_NOT_SUPPORTED = r"request code {code} not supported\b.*"
+REMARK_BAD_AS_OF = r"bad asOf: .*"
+REMARK_NO_HISTORY = r"no history there: .*"
+REMARK_NO_TOPIC = r".*'topic'.*"
+RESPONSE_VERSION = 401  # what the contract says a response carries: its NameServer's version (V4_9_4) and JAVA
+RESPONSE_LANGUAGE = "JAVA"
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def spec_instant(cmd: RemotingCommand) -> int | None:
+    """The instant a request asks about (interfaces spec §3): extField ``asOf``, epoch ms or ISO-8601
+    (naive = UTC), when present and not blank; else the server's ``--as-of`` (None here: the latest
+    state). ValueError when it is neither."""
+    text = (cmd.ext("asOf") or "").strip()
+    if not text:
+        return None
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    moment = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1] in "Zz" else text)
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return (aware - EPOCH) // timedelta(milliseconds=1)
+
+
+def spec_reply(cmd: RemotingCommand) -> tuple[RemotingCommand, str | None] | None:
+    """The reply the contract asks for to the decoded frame ``cmd`` (None: no reply), as (the response
+    without its remark, the remark's pattern). Answers come from the reference model (SOURCE)."""
+    if cmd.is_oneway or cmd.is_response:
+        return None
+
+    def reply(code: int, body: bytes | None, remark: str | None) -> tuple[RemotingCommand, str | None]:
+        return RemotingCommand(code=code, language=RESPONSE_LANGUAGE, version=RESPONSE_VERSION, opaque=cmd.opaque, flag=FLAG_RESPONSE,
+                               body=body, serialize_type=cmd.serialize_type), remark
+
+    if cmd.code not in (105, 106, 206):
+        return reply(3, None, REMARK_CODE_NOT_SUPPORTED.format(code=cmd.code))
+    try:
+        t = spec_instant(cmd)
+    except ValueError:
+        return reply(1, None, REMARK_BAD_AS_OF)
+    try:
+        if cmd.code == 105:
+            if cmd.ext("topic") is None:
+                return reply(1, None, REMARK_NO_TOPIC)
+            standard_only = (cmd.ext("acceptStandardJsonOnly") or "").lower() == "true"
+            answer = SOURCE.route(NS, cmd.ext("topic"), t, request_version=max(cmd.version, 401) if standard_only else cmd.version)
+        elif cmd.code == 106:
+            answer = SOURCE.cluster(NS, t, request_version=cmd.version)
+        else:
+            answer = SOURCE.topics(NS, t, request_version=cmd.version)
+    except OutsideCoverageError:
+        return reply(1, None, REMARK_NO_HISTORY)
+    return reply(answer.code, answer.body, None if answer.remark is None else re.escape(answer.remark))
+
+
+def spec_stream(data: bytes) -> tuple[list[RemotingCommand], bool]:
+    """(the frames the codec decodes from the start of ``data``, whether that is all of it): reading
+    stops at the first bytes that are not a whole decodable frame (a bad length prefix, a malformed
+    header, a frame or prefix cut short), where the server must close the connection."""
+    commands, pos = [], 0
+    while len(data) - pos >= 4:
+        try:
+            total = frame_length(data[pos : pos + 4])
+            if len(data) - pos - 4 < total:
+                break
+            commands.append(decode_payload(data[pos + 4 : pos + 4 + total]))
+        except FrameError:
+            break
+        pos += 4 + total
+    return commands, pos == len(data)
+
+
+def spec_replies(data: bytes) -> list[tuple[RemotingCommand, str | None]]:
+    """The replies ``data``, written on a fresh connection then half-closed, must get, in order."""
+    return [want for want in map(spec_reply, spec_stream(data)[0]) if want is not None]
+
+
+async def exchange(port: int, data: bytes) -> bytes:
+    """Write ``data`` on a fresh connection and half-close it at once (before the server acts on any of
+    it), then return every byte the server sends until it closes. A reset ends the stream too: the
+    server closing with bytes of ours unread resets the connection, after the answers it sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    received = b""
+    try:
+        writer.write(data)
+        writer.write_eof()
+        while chunk := await asyncio.wait_for(reader.read(1 << 16), 10):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        writer.close()
+    return received
+
+
+def whole_frames(data: bytes) -> list[RemotingCommand]:
+    """``data`` as whole frames; a partial or malformed one fails the codec."""
+    out, pos = [], 0
+    while pos < len(data):
+        total = frame_length(data[pos : pos + 4])
+        out.append(decode_frame(data[pos : pos + 4 + total]))
+        pos += 4 + total
+    return out
+
+
 def test_decoder_agrees_with_the_server_on_what_is_malformed():
-    """Every mutated frame the codec rejects makes the server close without answering it."""
+    """Each mutated frame, and each hand-made stream below, written on a fresh connection, gets exactly
+    the replies the contract asks for: one per decodable request before the first malformed or
+    cut-short bytes, with the model's answer, and nothing for oneway requests, for responses and for
+    anything malformed (interfaces spec §3, nsreplay.serving.remoting_server)."""
     rng = random.Random(SEED + 2)
     frames = [mutate(rng, encode_frame(rng.choice(GOOD))) for _ in range(60)]
+    good = [encode_frame(c) for c in GOOD]
+    oneway = [encode_frame(replace(c, flag=FLAG_ONEWAY, opaque=70 + i)) for i, c in enumerate(GOOD)]
+    responses = [encode_frame(replace(c, flag=flag, opaque=80 + i)) for i, c in enumerate(GOOD) for flag in (FLAG_RESPONSE, FLAG_RESPONSE | FLAG_ONEWAY)]
+    others = [
+        question(103, opaque=91, ext={"brokerName": "b-a"}),
+        question(904, opaque=92, serialize_type=ROCKETMQ),
+        question(105, topic="orders", as_of="yesterday", opaque=93),
+        question(206, as_of=END + 1, opaque=94, serialize_type=ROCKETMQ),
+        question(106, as_of="2024-11-21T00:01:00Z", opaque=95, version=63),
+        question(105, opaque=96),
+        question(105, topic="orders", version=121, opaque=97, ext={"acceptStandardJsonOnly": "TRUE"}),
+        question(105, topic="orders", as_of=" ", opaque=98, serialize_type=ROCKETMQ),
+    ]
+    frames += [
+        *oneway, *responses, *map(encode_frame, others),
+        good[0] + oneway[1] + good[3] + responses[0] + b"\x00\x00\x00",  # answered, not, answered, not; then a cut prefix
+        good[1] + good[2] + good[4][:-1],  # two answered, the third cut short
+        good[4] + struct.pack(">i", -7) + good[0],  # a bad length: the good frame after it is not answered
+        good[3] + struct.pack(">ii", 8, 4) + b"nope" + good[0],  # a header that does not parse, then a good frame
+    ]
 
     async def body(port: int) -> None:
-        for frame in frames:
-            try:
-                decodable = decode_payload(frame[4:]) if len(frame) >= 4 and frame_length(frame[:4]) == len(frame) - 4 else None
-            except FrameError:
-                decodable = None
-            replies = await send_and_drain(port, [frame])
-            if decodable is None:
-                assert len(replies) <= 1  # only a good frame followed by noise (kind 7) gets one answer
-            elif not decodable.is_oneway and not decodable.is_response:
-                assert len(replies) == 1 and replies[0].opaque == decodable.opaque
+        for i, frame in enumerate(frames):
+            want = spec_replies(frame)
+            got = whole_frames(await exchange(port, frame))
+            assert [replace(r, remark=None) for r in got] == [w for w, _ in want], (i, frame[:100])
+            for reply, (_, remark) in zip(got, want):
+                assert reply.remark is None if remark is None else re.fullmatch(remark, reply.remark or "", re.S), (i, reply.remark, remark)
 
     run(_with_server(body))
+    # every case the contract tells apart is among the frames
+    streams = [spec_stream(f) for f in frames]
+    decoded = [c for commands, _ in streams for c in commands]
+    assert any(not commands and not whole for commands, whole in streams)  # malformed from the first byte
+    assert any(spec_replies(f) and not spec_stream(f)[1] for f in frames)  # answered frames, then garbage
+    assert any(c.is_oneway and not c.is_response for c in decoded) and any(c.is_response for c in decoded)
+    remarks = {remark for f in frames for _, remark in spec_replies(f)}
+    assert {REMARK_BAD_AS_OF, REMARK_NO_HISTORY, REMARK_NO_TOPIC, REMARK_CODE_NOT_SUPPORTED.format(code=103)} <= remarks
+    codes = {w.code for f in frames for w, _ in spec_replies(f)}
+    assert {0, 1, 3, 17} <= codes
 
 
 def test_serialize_types_in_one_connection():
