@@ -132,9 +132,11 @@ INTERVAL_TABLES = {
 }
 
 # Every change to every table, in the NameServer's order: (ts, phase, record_rank), phase 0 for a
-# record (record_rank its place in the NameServer's order), 1 for a scan tick. `tick_ts` is the first
-# scan tick whose state shows the change (the tick itself for expiries). Keys and values are
-# canonical JSON (see pipelines.replay.unit_replay).
+# record (record_rank its place, from 1, among the NameServer's records of that ts that can change a
+# route table: route requests, channel events, starts; read-only requests are not counted), 1 for a
+# scan tick. `tick_ts` is the first scan tick whose state shows the change (the tick itself for
+# expiries; null when a restart comes first). Keys and values are canonical JSON (see
+# pipelines.replay.unit_replay).
 ROUTE_CHANGES = TableSpec(
     name="gold.route_changes",
     schema=StructType(

@@ -19,6 +19,9 @@ Contract (capture-format.md, semantics spec §4):
   capture's covered range). Records after ``until`` are not applied. A restart drops the old grid's
   ticks from its ``ts`` on (a tick of the old grid at exactly the restart's ``ts`` does not happen).
 * "State at t" (:func:`state_at`) = after every record with ``ts <= t`` and every tick ``<= t``.
+  :meth:`NamesrvReplay.steps` observes it at every instant in one pass: each record and each scan as a
+  :class:`Step` with the state right after it; the steps flagged ``at_instant`` give the state at their
+  ``ts``, which lasts until the next step's ``ts``.
 
 ``kind="response"`` records change nothing; records of any other unknown kind raise ValueError (the
 ingest quarantines them before they get here).
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence
 
 from nsreplay.model.namesrv import NameServer
@@ -37,6 +40,7 @@ from nsreplay.model.tables import Outcome, Profile, Removal, Snapshot
 __all__ = [
     "AppliedRecord",
     "TickState",
+    "Step",
     "NamesrvReplay",
     "order_records",
     "group_by_namesrv",
@@ -74,6 +78,31 @@ class TickState:
     applied: tuple[AppliedRecord, ...]
     removals: tuple[Removal, ...]
     changed: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a NameServer's replay and its state right after it: a record applied (``record``
+    is it, with its outcome; ``removals`` the outcome's) or the scan at tick ``ts`` (``record`` is
+    None; ``removals`` what the scan removed).
+
+    ``at_instant``: no later step has this ``ts``, so ``snapshot`` is the state *at* instant ``ts``
+    (after every record with ts <= ``ts`` and every tick <= ``ts``, as :func:`state_at` gives it), and
+    the state stays that until the next step's ``ts`` (exclusive). A step without it shows a state no
+    instant has: a record followed by more records of its ``ts``, or by the scan of a tick at its ``ts``.
+
+    ``next_tick``: the scan tick that runs next, on the grid in force after this step (a restart moves
+    it): at or after ``ts`` after a record, after ``ts`` after a scan. It may be after ``until`` (then
+    no step of the run reaches it).
+    """
+
+    namesrv: str
+    ts: int
+    record: AppliedRecord | None
+    removals: tuple[Removal, ...]
+    snapshot: Snapshot
+    at_instant: bool
+    next_tick: int
 
 
 @contextmanager
@@ -200,6 +229,50 @@ class NamesrvReplay:
                 previous = yield from self._tick(next_tick, applied, previous)
                 applied = []
                 next_tick += ns.tick_interval
+
+    def steps(self, until: int | None = None) -> Iterator[Step]:
+        """Every step of :meth:`run` in processing order, each with the state right after it (see
+        :class:`Step`): each record with ``ts <= until`` as applied, and the scan of each tick
+        ``<= until`` (records at a tick's ``ts`` before its scan; a restart restarts the grid). The
+        scans' states and removals are :meth:`run`'s ticks, and the records between two scans a tick's
+        ``applied``. ``until`` defaults to the last record's ``ts``.
+
+        The finest view of one replay: the state at every instant (the steps ``at_instant``) and what
+        each record or scan changed (consecutive snapshots), in one pass instead of one
+        :func:`state_at` per instant. It takes a snapshot after every step, :meth:`run` one per tick."""
+        previous: Step | None = None  # held back until the next step tells whether its ts has more
+        for step in self._steps(until):
+            if previous is not None:
+                yield previous if previous.ts != step.ts else replace(previous, at_instant=False)
+            previous = step
+        if previous is not None:
+            yield previous
+
+    def _steps(self, until: int | None) -> Iterator[Step]:
+        """:meth:`steps`, each flagged ``at_instant`` (the caller clears it): :meth:`run`'s loop."""
+        if until is None:
+            until = self.last_ts()
+        if until is None or self.origin is None:
+            return
+        ns = self.nameserver = self._fresh_nameserver()
+        next_tick = ns.first_tick
+        with _records_out_of_gc():
+            for record in self.records:
+                ts = int(record["ts"])
+                if ts > until:
+                    break
+                while next_tick < ts:
+                    tick, removals = next_tick, tuple(ns.scan(next_tick))
+                    next_tick += ns.tick_interval
+                    yield Step(self.namesrv, tick, None, removals, ns.snapshot(), True, next_tick)
+                applied = _applied(record, ns.apply(record))
+                if record.get("kind") == "namesrv_start":
+                    next_tick = ns.first_tick
+                yield Step(self.namesrv, ts, applied, applied.outcome.removals, ns.snapshot(), True, next_tick)
+            while next_tick <= until:
+                tick, removals = next_tick, tuple(ns.scan(next_tick))
+                next_tick += ns.tick_interval
+                yield Step(self.namesrv, tick, None, removals, ns.snapshot(), True, next_tick)
 
     def _tick(self, tick: int, applied: list[AppliedRecord], previous: Snapshot) -> Iterator[TickState]:
         """Scan at ``tick`` and yield the resulting state; returns the new snapshot."""

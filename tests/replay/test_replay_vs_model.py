@@ -1,4 +1,5 @@
-"""The Spark rebuild against the reference model, whole tables at every scan tick.
+"""The Spark rebuild against the reference model: whole tables at every scan tick and at every
+instant between them where a table can change, the change log, the intervals' causes and the keyframes.
 
 Two independent paths over the same capture files:
 
@@ -7,21 +8,29 @@ Two independent paths over the same capture files:
 * pipeline: ingest (bronze/silver) → replay units in Spark → gold intervals → publish, read back
   Spark-free through ``PublishedHistory``.
 
-Every tick of every NameServer must give equal snapshots (all five tables and orderTopicConf).
+Every tick of every NameServer must give equal snapshots (all five tables and orderTopicConf), and so
+must every instant between ticks at which either side changes (after each distinct record ts, one
+millisecond before it, each interval boundary): a broker that closes and registers again between two
+ticks is compared too. ``gold.route_changes`` and the interval tables (with their causes) must equal,
+whole, the rows the model's records and scans imply, and each keyframe the model's snapshot at its tick
+(the boundary scenarios and the demo capture get the same in test_changes_vs_model).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from published import build_published, clean_preset
-from differential import INTERVAL_SPECS, compare_every_tick, gold_snapshots
+from differential import INTERVAL_SPECS, compare_changes, compare_every_tick, compare_keyframes, gold_snapshots
 from nsreplay.config import load_settings
 from nsreplay.history import OutsideCoverageError, PublishedHistory
+from nsreplay.model import Cause
 from nsreplay.storage import Warehouse
 from pipelines.replay.run import run_replay
+from schemas.gold import BROKER_ADDR_INTERVALS, ROUTE_CHANGES
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +52,19 @@ def test_tiny_capture_matches_the_model_at_every_tick(tiny) -> None:
 def test_demo_capture_matches_the_model_at_every_tick(demo) -> None:
     compared, mismatches, notes = compare_every_tick(*demo)
     assert compared > 3000
+    assert mismatches == 0, "\n".join(notes)
+
+
+def test_tiny_change_log_and_intervals_match_the_model(spark, tiny) -> None:
+    compared = compare_changes(spark, *tiny)
+    # every cause a change can have ("none" changes nothing), and intervals begun by each kind of removal
+    assert set(compared[ROUTE_CHANGES.name]) == set(get_args(Cause)) - {"none"}
+    assert set(compared[BROKER_ADDR_INTERVALS.name]) >= {"registered", "unregistered", "expired", "channel_closed"}
+
+
+def test_tiny_keyframes_match_the_model(tiny) -> None:
+    compared, mismatches, notes = compare_keyframes(*tiny)
+    assert compared >= 3  # each NameServer's first tick, and the first after the 4.9 restart
     assert mismatches == 0, "\n".join(notes)
 
 
