@@ -95,17 +95,22 @@ def scan_ticks(epoch_df: DataFrame, changes: DataFrame, until: int, run_id: str,
     )
 
 
-def with_tick(changes: DataFrame, epoch_df: DataFrame) -> DataFrame:
+def with_tick(changes: DataFrame, epoch_df: DataFrame, restarts: DataFrame) -> DataFrame:
     """``tick_ts``: the first scan tick whose state shows the change: the first tick at or after it
     on its epoch's grid (the tick itself for expiries), or null when the NameServer restarts first.
+    A record processed before a restart of the same ``ts`` belongs to the epoch that restart ends:
+    null. ``restarts``: (namesrv, ts, restart_rank), each start record's ``record_rank``
+    (:func:`~pipelines.replay.transforms.restart_ranks`).
     It does not depend on where the covered range ends, so any cut into windows gives the same."""
     last_start = Window.partitionBy("namesrv")
     e = epoch_df.withColumn("_open", F.col("start_ts") == F.max("start_ts").over(last_start)).alias("e")
-    joined = changes.alias("c").join(e, (F.col("c.namesrv") == F.col("e.namesrv")) & (F.col("c.ts") >= F.col("e.start_ts")) & (F.col("c.ts") < F.col("e.end_ts")), "left")
+    ranked = changes.join(F.broadcast(restarts), ["namesrv", "ts"], "left")
+    joined = ranked.alias("c").join(e, (F.col("c.namesrv") == F.col("e.namesrv")) & (F.col("c.ts") >= F.col("e.start_ts")) & (F.col("c.ts") < F.col("e.end_ts")), "left")
     steps = F.greatest(F.lit(0), F.ceil((F.col("c.ts") - F.col("e.first_tick")) / F.col("e.interval")))
     tick = F.col("e.first_tick") + steps.cast("long") * F.col("e.interval")
-    tick = F.when(F.col("e._open") | (tick < F.col("e.end_ts")), tick)
-    return joined.select("c.*", tick.cast("long").alias("tick_ts"))
+    before_restart = F.coalesce((F.col("c.phase") == 0) & (F.col("c.record_rank") < F.col("c.restart_rank")), F.lit(False))
+    tick = F.when(~before_restart & (F.col("e._open") | (tick < F.col("e.end_ts"))), tick)
+    return joined.select(*[F.col(f"c.{name}") for name in changes.columns], tick.cast("long").alias("tick_ts"))
 
 
 def generic_intervals(changes: DataFrame) -> DataFrame:

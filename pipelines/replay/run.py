@@ -55,6 +55,7 @@ from pipelines.replay.transforms import (
     ranked_events,
     replay_records,
     replay_units,
+    restart_ranks,
     route_changing,
     topic_holders,
     unit_facts,
@@ -415,7 +416,9 @@ def replay_window(
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
 
-    routed = with_first_bodies(with_units(spark, ranked_events(replay_records(replayed)), maps), warehouse.read(TOPIC_CONFIGS))
+    records = replay_records(replayed)
+    routed = with_first_bodies(with_units(spark, ranked_events(records), maps), warehouse.read(TOPIC_CONFIGS))
+    restarts = restart_ranks(records, [(ns, ts) for ns, runs in starts.items() for ts, *_ in runs])
     output = replay_units(
         with_states(routed, resume), origins=origins, until=until, default_profile=cfg.default_profile, default_config=cfg.default_config
     ).persist(StorageLevel.MEMORY_AND_DISK)
@@ -430,7 +433,7 @@ def replay_window(
     new_states = output.where(F.col("state").isNotNull()).select("namesrv", F.lit(until).alias("window_to"), "unit", "state", F.lit(run_id).alias("run_id"))
     try:
         outputs: dict[str, DataFrame] = {
-            ROUTE_CHANGES.name: with_tick(logged, epoch_df).withColumn("run_id", F.lit(run_id)),
+            ROUTE_CHANGES.name: with_tick(logged, epoch_df, restarts).withColumn("run_id", F.lit(run_id)),
             SCAN_TICKS.name: ticks,
             NAMESRV_EPOCHS.name: epoch_df.select(
                 "namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")

@@ -9,7 +9,7 @@ each distinct register body is joined once per unit, to the first record that ca
 from __future__ import annotations
 
 import pickle
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,11 +52,22 @@ CHANGE = StructType(
 def ranked_events(events: DataFrame) -> DataFrame:
     """Events with ``record_rank``: the NameServer's processing order among the records of one ``ts``
     (records with a seq first, by seq, then file and line). The order of a NameServer's records is
-    (ts, record_rank); ranking within a ts keeps ranks independent of how time is cut into windows."""
+    (ts, record_rank); ranking within a ts keeps ranks independent of how time is cut into windows.
+    The replay ranks the route-changing records only (:func:`replay_records`): read-only requests,
+    most of a capture, take no rank (``gold.route_changes`` documents it so)."""
     w = Window.partitionBy("namesrv", "ts").orderBy(
         F.col("seq").isNull(), F.col("seq"), F.col("source_file"), F.col("line_no")
     )
     return events.withColumn("record_rank", F.row_number().over(w).cast("long"))
+
+
+def restart_ranks(records: DataFrame, restarts: Iterable[tuple[str, int]]) -> DataFrame:
+    """(namesrv, ts, restart_rank): the ``record_rank`` (:func:`ranked_events`) of the start record of
+    each (NameServer, ts) in ``restarts``, ranked among ``records`` of that ts only (the start
+    records are few; the rank depends on nothing else)."""
+    at = F.broadcast(local_frame(records.sparkSession, sorted(set(restarts)), "namesrv string, ts long"))
+    starts = ranked_events(records.join(at, ["namesrv", "ts"])).where(F.col("kind") == "namesrv_start")
+    return starts.groupBy("namesrv", "ts").agg(F.min("record_rank").alias("restart_rank"))
 
 
 def namesrv_spans(events: DataFrame) -> dict[str, tuple[int, int]]:

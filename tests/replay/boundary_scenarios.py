@@ -31,6 +31,7 @@ NS_STATIC_MAPPINGS = "10.0.1.11:9876"  # 5.x: a body with static-topic mappings 
 NS_MALFORMED_5 = "10.0.1.12:9876"  # 5.x: topicConfigTable keys that are not the topic names; a broken mapping section
 NS_MALFORMED_49 = "10.0.1.13:9876"  # 4.9: the same bodies (4.9 never reads the mapping section)
 NS_REGISTER_TOPIC = "10.0.1.14:9876"  # 5.x: REGISTER_TOPIC naming an unknown brokerName, its topic held by another group
+NS_SAME_TS = "10.0.1.15:9876"  # 5.x: a read-only request ranked with a registration; records at a restart's ts before it
 
 
 def scenarios() -> list[dict]:
@@ -162,6 +163,21 @@ def scenarios() -> list[dict]:
         body = {"queueDatas": [{"brokerName": "b-r", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0},
                                {"brokerName": "b-ghost", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]}
         r.append(request(at, 217, {"topic": topic}, body=body, namesrv=ns))
+
+    # Ties of one ts (change rows' record_rank and tick_ts): a read-only request before a registration
+    # at one ts takes no rank (the registration is 1); a registration and a KV put at a restart's ts,
+    # before it, belong to the epoch it ends (tick_ts null: the registration is wiped before any tick,
+    # the KV put too, as the documented rule says). Their order here is their seq order (below).
+    ns = NS_SAME_TS
+    r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
+    r.append(register_broker(S + 100, cluster="c", name="b1", addr="10.15.1.1:10911", topics=["t", "TBW102"], namesrv=ns))
+    r.append(request(S + 1000, 105, {"topic": "t"}, namesrv=ns))
+    r.append(register_broker(S + 1000, cluster="c", name="b2", addr="10.15.1.2:10911", topics=["t", "TBW102"], namesrv=ns))
+    r.append(register_broker(S + 20000, cluster="c", name="b3", addr="10.15.1.3:10911", topics=["t3", "TBW102"], namesrv=ns))
+    r.append(request(S + 20000, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "t", "value": "b1:4"}, namesrv=ns))
+    r.append(namesrv_start(S + 20000, "5.3.3", five, namesrv=ns))
+    for k in range(9):
+        r.append(register_broker(S + 20001 + k * 30000, cluster="c", name="b1", addr="10.15.1.1:10911", topics=["t", "TBW102"], namesrv=ns))
 
     # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
     # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".
