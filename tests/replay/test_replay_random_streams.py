@@ -7,7 +7,8 @@ clusters, stale connections, restarts, admin requests (205/327, 216, 217 naming 
 100/102), topics with read != write queues and a topicSysFlag, duplicates, records landing exactly on scan
 ticks, files out of order, register bodies in every form, with and without static-topic mappings,
 some malformed (a topicConfigTable key that is not its topic's name, a compressed body without its
-mapping section). Every tick of every stream must match the reference model.
+mapping section). Every tick and every record's instant of every stream must match the reference
+model, and so must the change log, the intervals' causes and the keyframes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from differential import compare_every_tick
+from differential import compare_changes, compare_every_tick, compare_keyframes
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, channel, conn_of, namesrv_start, query_data_version, register_broker, request, unregister_broker
 from nsreplay.storage import Warehouse
@@ -144,3 +145,7 @@ def test_random_streams_match_the_model_at_every_tick(spark, tmp_path_factory, r
     compared, mismatches, notes = compare_every_tick(Path(capture), root)
     assert compared > 12 * 10
     assert mismatches == 0, "\n".join(notes)
+    # the change log (ranks, ticks, causes) and the intervals' causes, whole, and every keyframe
+    compare_changes(spark, Path(capture), root)
+    keyframes, mismatches, notes = compare_keyframes(Path(capture), root)
+    assert keyframes >= 12 and mismatches == 0, "\n".join(notes)
