@@ -205,30 +205,16 @@ class NamesrvReplay:
     def run(self, until: int | None = None) -> Iterator[TickState]:
         """Apply the records with ``ts <= until`` and run every tick ``<= until``, yielding the state
         after each tick. ``until`` defaults to the last record's ``ts``."""
-        if until is None:
-            until = self.last_ts()
-        if until is None or self.origin is None:
-            return
-        ns = self.nameserver = self._fresh_nameserver()
-        next_tick = ns.first_tick
         applied: list[AppliedRecord] = []
-        previous = ns.snapshot()
-        with _records_out_of_gc():
-            for record in self.records:
-                ts = int(record["ts"])
-                if ts > until:
-                    break
-                while next_tick < ts:
-                    previous = yield from self._tick(next_tick, applied, previous)
-                    applied = []
-                    next_tick += ns.tick_interval
-                applied.append(_applied(record, ns.apply(record)))
-                if record.get("kind") == "namesrv_start":
-                    next_tick = ns.first_tick
-            while next_tick <= until:
-                previous = yield from self._tick(next_tick, applied, previous)
-                applied = []
-                next_tick += ns.tick_interval
+        previous = self._fresh_nameserver().snapshot()
+        for ts, record, removals, _ in self._walk(until):
+            if record is not None:
+                applied.append(record)
+                continue
+            snapshot = self.nameserver.snapshot()
+            changed = snapshot is not previous and snapshot != previous
+            yield TickState(self.namesrv, ts, self.nameserver.profile, snapshot, tuple(applied), removals, changed)
+            applied, previous = [], snapshot
 
     def steps(self, until: int | None = None) -> Iterator[Step]:
         """Every step of :meth:`run` in processing order, each with the state right after it (see
@@ -249,7 +235,15 @@ class NamesrvReplay:
             yield previous
 
     def _steps(self, until: int | None) -> Iterator[Step]:
-        """:meth:`steps`, each flagged ``at_instant`` (the caller clears it): :meth:`run`'s loop."""
+        """:meth:`steps`, each flagged ``at_instant`` (the caller clears it)."""
+        for ts, record, removals, next_tick in self._walk(until):
+            yield Step(self.namesrv, ts, record, removals, self.nameserver.snapshot(), True, next_tick)
+
+    def _walk(self, until: int | None) -> Iterator[tuple[int, AppliedRecord | None, tuple[Removal, ...], int]]:
+        """The replay itself, in processing order: (ts, the record as applied, its removals, the next
+        tick) for each record with ``ts <= until``, and (tick, None, the scan's removals, the next
+        tick) for each tick ``<= until``; records at a tick's ``ts`` come before its scan, and a
+        restart restarts the grid. :attr:`nameserver` holds the state after each item."""
         if until is None:
             until = self.last_ts()
         if until is None or self.origin is None:
@@ -264,23 +258,15 @@ class NamesrvReplay:
                 while next_tick < ts:
                     tick, removals = next_tick, tuple(ns.scan(next_tick))
                     next_tick += ns.tick_interval
-                    yield Step(self.namesrv, tick, None, removals, ns.snapshot(), True, next_tick)
+                    yield tick, None, removals, next_tick
                 applied = _applied(record, ns.apply(record))
                 if record.get("kind") == "namesrv_start":
                     next_tick = ns.first_tick
-                yield Step(self.namesrv, ts, applied, applied.outcome.removals, ns.snapshot(), True, next_tick)
+                yield ts, applied, applied.outcome.removals, next_tick
             while next_tick <= until:
                 tick, removals = next_tick, tuple(ns.scan(next_tick))
                 next_tick += ns.tick_interval
-                yield Step(self.namesrv, tick, None, removals, ns.snapshot(), True, next_tick)
-
-    def _tick(self, tick: int, applied: list[AppliedRecord], previous: Snapshot) -> Iterator[TickState]:
-        """Scan at ``tick`` and yield the resulting state; returns the new snapshot."""
-        removals = tuple(self.nameserver.scan(tick))
-        snapshot = self.nameserver.snapshot()
-        changed = snapshot is not previous and snapshot != previous
-        yield TickState(self.namesrv, tick, self.nameserver.profile, snapshot, tuple(applied), removals, changed)
-        return snapshot
+                yield tick, None, removals, next_tick
 
 
 def _applied(record: Mapping[str, Any], outcome: Outcome) -> AppliedRecord:
