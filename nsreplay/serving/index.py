@@ -534,7 +534,9 @@ class RouteIndex:
     def _load_epochs(self, warehouse: Warehouse) -> None:
         rows = _read(warehouse, NAMESRV_EPOCHS, self.versions[NAMESRV_EPOCHS.name], _interval_columns(NAMESRV_EPOCHS)).to_pylist()
         self._epochs: dict[str, list[_Epoch]] = {}
-        for r in sorted(rows, key=lambda r: (r["namesrv"], r["start_ts"])):
+        # an epoch that never ran (a start followed by another at the same ts: end_ts == start_ts) is
+        # never the current one; kept, it would tie with the epoch that ran in the bisection below
+        for r in sorted((r for r in rows if r["end_ts"] > r["start_ts"]), key=lambda r: (r["namesrv"], r["start_ts"])):
             self._epochs.setdefault(r["namesrv"], []).append(
                 _Epoch(r["start_ts"], r["end_ts"], r["profile"], NamesrvConfig.from_mapping(dict(r["config"])), r["first_tick"], r["tick_interval"])
             )

@@ -98,8 +98,9 @@ def scan_ticks(epoch_df: DataFrame, changes: DataFrame, until: int, run_id: str,
 def with_tick(changes: DataFrame, epoch_df: DataFrame, restarts: DataFrame) -> DataFrame:
     """``tick_ts``: the first scan tick whose state shows the change: the first tick at or after it
     on its epoch's grid (the tick itself for expiries), or null when the NameServer restarts first.
-    A record processed before a restart of the same ``ts`` belongs to the epoch that restart ends:
-    null. ``restarts``: (namesrv, ts, restart_rank), each start record's ``record_rank``
+    A record processed before a restart of the same ``ts`` (another start record included) belongs
+    to an epoch that ends at that ``ts``: null. ``restarts``: (namesrv, ts, restart_rank), the
+    ``record_rank`` of the last start record of each such ts
     (:func:`~pipelines.replay.transforms.restart_ranks`).
     It does not depend on where the covered range ends, so any cut into windows gives the same."""
     last_start = Window.partitionBy("namesrv")
@@ -177,9 +178,11 @@ def typed_intervals(generic: DataFrame, run_id: str) -> dict[str, DataFrame]:
 def keyframes(generic: DataFrame, ticks: DataFrame, epoch_df: DataFrame, every_ticks: int, run_id: str) -> DataFrame:
     """Full snapshots at every ``every_ticks``-th tick of each epoch's grid (its first tick included),
     for the ticks in ``ticks``; ``generic`` must hold every interval alive at those ticks."""
-    grid = epoch_df.select("namesrv", F.col("start_ts").alias("epoch_start_ts"), "first_tick", "interval")
+    grid = epoch_df.select("namesrv", F.col("start_ts").alias("epoch_start_ts"), "end_ts", "first_tick", "interval")
     index = ((F.col("tick_ts") - F.col("first_tick")) / F.col("interval")).cast("long")
-    frames = ticks.join(grid, ["namesrv", "epoch_start_ts"]).where(index % every_ticks == 0).select("namesrv", F.col("tick_ts").alias("keyframe_ts"))
+    # an epoch is its start and its end: of two starts at one ts, the first runs no tick (end == start)
+    frames = ticks.join(grid, ["namesrv", "epoch_start_ts"]).where((F.col("tick_ts") < F.col("end_ts")) & (index % every_ticks == 0)).select(
+        "namesrv", F.col("tick_ts").alias("keyframe_ts"))
     i = generic.alias("i")
     k = frames.alias("k")
     alive = (F.col("i.namesrv") == F.col("k.namesrv")) & (F.col("i.valid_from") <= F.col("k.keyframe_ts")) & (

@@ -62,12 +62,13 @@ def ranked_events(events: DataFrame) -> DataFrame:
 
 
 def restart_ranks(records: DataFrame, restarts: Iterable[tuple[str, int]]) -> DataFrame:
-    """(namesrv, ts, restart_rank): the ``record_rank`` (:func:`ranked_events`) of the start record of
-    each (NameServer, ts) in ``restarts``, ranked among ``records`` of that ts only (the start
-    records are few; the rank depends on nothing else)."""
+    """(namesrv, ts, restart_rank): the ``record_rank`` (:func:`ranked_events`) of the last start
+    record of each (NameServer, ts) in ``restarts`` (of two starts at one ts the later runs on),
+    ranked among ``records`` of that ts only (start records are few; the rank depends on nothing
+    else)."""
     at = F.broadcast(local_frame(records.sparkSession, sorted(set(restarts)), "namesrv string, ts long"))
     starts = ranked_events(records.join(at, ["namesrv", "ts"])).where(F.col("kind") == "namesrv_start")
-    return starts.groupBy("namesrv", "ts").agg(F.min("record_rank").alias("restart_rank"))
+    return starts.groupBy("namesrv", "ts").agg(F.max("record_rank").alias("restart_rank"))
 
 
 def namesrv_spans(events: DataFrame) -> dict[str, tuple[int, int]]:

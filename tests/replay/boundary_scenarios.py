@@ -32,6 +32,7 @@ NS_MALFORMED_5 = "10.0.1.12:9876"  # 5.x: topicConfigTable keys that are not the
 NS_MALFORMED_49 = "10.0.1.13:9876"  # 4.9: the same bodies (4.9 never reads the mapping section)
 NS_REGISTER_TOPIC = "10.0.1.14:9876"  # 5.x: REGISTER_TOPIC naming an unknown brokerName, its topic held by another group
 NS_SAME_TS = "10.0.1.15:9876"  # 5.x: a read-only request ranked with a registration; records at a restart's ts before it
+NS_TWO_STARTS = "10.0.1.16:9876"  # 4.9 then two starts at one ts (4.9, then 5.x): the later one runs on
 
 
 def scenarios() -> list[dict]:
@@ -178,6 +179,16 @@ def scenarios() -> list[dict]:
     r.append(namesrv_start(S + 20000, "5.3.3", five, namesrv=ns))
     for k in range(9):
         r.append(register_broker(S + 20001 + k * 30000, cluster="c", name="b1", addr="10.15.1.1:10911", topics=["t", "TBW102"], namesrv=ns))
+
+    # Two start records at one ts: the later one (5.x, 5 s grid) runs on; the first (4.9, 10 s grid)
+    # is an epoch that ends where it starts and runs no tick, no keyframe, and is never the current one.
+    ns = NS_TWO_STARTS
+    r.append(namesrv_start(S, "4.9.4", {}, namesrv=ns))
+    r.append(register_broker(S + 1000, cluster="c", name="b1", addr="10.16.1.1:10911", topics=["t"], five=False, namesrv=ns))
+    r.append(namesrv_start(S + 3000, "4.9.4", {"scanNotActiveBrokerInterval": 10000}, namesrv=ns))
+    r.append(namesrv_start(S + 3000, "5.3.3", five, namesrv=ns))
+    for k in range(9):
+        r.append(register_broker(S + 3001 + k * 30000, cluster="c", name="b1", addr="10.16.1.1:10911", topics=["t", "TBW102"], namesrv=ns))
 
     # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
     # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".

@@ -13,6 +13,7 @@ from boundary_scenarios import (
     NS_MALFORMED_5,
     NS_MALFORMED_49,
     NS_REGISTER_TOPIC,
+    NS_TWO_STARTS,
     NS_RESTART,
     NS_SHARED_LIVE,
     NS_STALE_CLOSE,
@@ -122,3 +123,17 @@ def test_register_topic_with_an_unknown_broker_depends_on_the_topic_held_by_anot
     snap = h.snapshot_at(NS_REGISTER_TOPIC, S + 2500)
     assert {name: (qd.readQueueNums, qd.writeQueueNums) for name, qd in snap.topicQueueTable["held"].items()} == {"b-h": (8, 8), "b-r": (4, 4)}
     assert "fresh" not in snap.topicQueueTable
+
+
+def test_of_two_starts_at_one_ts_the_later_runs_on_for_every_reader(published) -> None:
+    """The first of two starts at one ts is an epoch that ends where it starts: no tick, no keyframe
+    (compared with the model in test_changes_vs_model), and never the current epoch for the shim."""
+    from nsreplay.serving.index import RouteIndex
+
+    h = PublishedHistory(published[1])
+    epochs = sorted((r["start_ts"], r["end_ts"], r["profile"]) for r in h.rows(NAMESRV_EPOCHS, NS_TWO_STARTS))
+    assert epochs[1:3] == [(S + 3000, S + 3000, "rocketmq-4.9"), (S + 3000, epochs[2][1], "rocketmq-5")]
+    index = RouteIndex.load(published[1])
+    for t in (S + 3000, S + 3004, S + 3005, S + 9000):
+        assert index.snapshot(NS_TWO_STARTS, t).profile == h.snapshot_at(NS_TWO_STARTS, t).profile == "rocketmq-5"
+        assert index.tick_at(NS_TWO_STARTS, t) == (None if t < S + 3005 else S + 3005 + (t - S - 3005) // 5000 * 5000)
