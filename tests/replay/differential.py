@@ -406,7 +406,7 @@ def snapshot_from_entries(entries: Mapping[tuple[str, Any], Any], profile: str, 
     )
 
 
-def _interval_columns(table: str, key: Any, value: Any) -> dict[str, Any]:
+def interval_columns(table: str, key: Any, value: Any) -> dict[str, Any]:
     """The key and value columns of the typed gold interval table of ``table`` for one entry."""
     if table == "topicQueueTable":
         return {"topic": key[0], "broker_name": key[1], "read_queue_nums": value.readQueueNums,
@@ -494,7 +494,7 @@ def expected_history(steps_by_namesrv: Mapping[str, list[Step]], run_id: str) ->
                 return  # replaced within its own ts: never the value at any instant
             table, key = entry
             intervals[INTERVAL_TABLES[table].name].append({
-                "namesrv": namesrv, **_interval_columns(table, key, value), "valid_from": valid_from,
+                "namesrv": namesrv, **interval_columns(table, key, value), "valid_from": valid_from,
                 "valid_to": None if end is None else end[0], "start_cause": start_cause,
                 "end_cause": None if end is None else end[1], "run_id": run_id,
             })

@@ -18,7 +18,6 @@ whole, the rows the model's records and scans imply, and each keyframe the model
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import get_args
 
 import pytest

@@ -6,7 +6,7 @@ import pytest
 from chispa import assert_df_equality
 
 from boundary_scenarios import NS_DELETE_5, NS_TICK_ORDER, S
-from differential import capture_records
+from differential import capture_records, interval_columns, snapshot_entries
 from nsreplay.config import load_settings
 from nsreplay.history import OutsideCoverageError, PublishedHistory
 from nsreplay.model import Snapshot, state_at
@@ -24,25 +24,26 @@ VIEW_COLUMNS = {
 }
 
 
-def _live_key(key) -> tuple:
-    return (None, key) if isinstance(key, str) else tuple(key)  # 4.9 keys by address, 5.x by (cluster, address)
+#: The interval table each interval view shows (topic_routes joins topic_queue with broker_addr).
+VIEW_TABLES = {"topic_queue": "topicQueueTable", "broker_addr": "brokerAddrTable", "cluster_addr": "clusterAddrTable",
+               "broker_live": "brokerLiveTable", "filter_server": "filterServerTable", "order_topic": "orderTopicConf"}
 
 
 def view_rows(s: Snapshot) -> dict[str, list[tuple]]:
-    """The rows each view holds at an instant, written from the model's state at it."""
-    groups = s.brokerAddrTable
-    return {
-        "topic_queue": [(t, n, q.readQueueNums, q.writeQueueNums, q.perm, q.topicSysFlag) for t, qs in s.topicQueueTable.items() for n, q in qs.items()],
-        "broker_addr": [(n, b.cluster, sorted(b.brokerAddrs.items()), b.enableActingMaster, b.zoneName) for n, b in groups.items()],
-        "cluster_addr": [(c, n) for c, names in s.clusterAddrTable.items() for n in names],
-        "broker_live": [_live_key(k) + (i.lastUpdateTimestamp, i.heartbeatTimeoutMillis, i.dataVersion.stateVersion, i.dataVersion.timestamp,
-                                         i.dataVersion.counter, i.conn, i.haServerAddr) for k, i in s.brokerLiveTable.items()],
-        "filter_server": [_live_key(k) + (list(v),) for k, v in s.filterServerTable.items()],
-        "order_topic": list(s.orderTopicConf.items()),
-        # a route row needs its group's BrokerData at the same instant
-        "topic_routes": [(t, n, q.perm, q.readQueueNums, q.writeQueueNums, groups[n].cluster, sorted(groups[n].brokerAddrs.items()))
-                         for t, qs in s.topicQueueTable.items() for n, q in qs.items() if n in groups],
-    }
+    """The rows each view holds at an instant, from the model's state at it (each entry's gold
+    columns as the change-log oracle writes them; a map as its entries sorted by brokerId)."""
+    by_table: dict[str, list[dict]] = {}
+    for (table, key), value in snapshot_entries(s).items():
+        columns = interval_columns(table, key, value)
+        if "broker_addrs" in columns:
+            columns["broker_addrs"] = sorted(columns["broker_addrs"].items())
+        by_table.setdefault(table, []).append(columns)
+    rows = {view: [tuple(c[name.strip()] for name in VIEW_COLUMNS[view].split(",")) for c in by_table.get(table, [])] for view, table in VIEW_TABLES.items()}
+    # a route row needs its group's BrokerData at the same instant
+    groups = {c["broker_name"]: c for c in by_table.get("brokerAddrTable", [])}
+    rows["topic_routes"] = [(q["topic"], q["broker_name"], q["perm"], q["read_queue_nums"], q["write_queue_nums"], groups[q["broker_name"]]["cluster"],
+                             groups[q["broker_name"]]["broker_addrs"]) for q in by_table.get("topicQueueTable", []) if q["broker_name"] in groups]
+    return rows
 
 
 def test_every_view_at_many_instants_holds_the_models_state(spark, published) -> None:
