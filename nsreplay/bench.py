@@ -299,7 +299,7 @@ class IncrementalBench:
     incremental_seconds: float
     standalone_changes: int
     incremental_changes: int
-    replayed_from_start: tuple[str, ...] = ()
+    replayed_again: tuple[str, ...] = ()
 
     @property
     def ratio(self) -> float:
@@ -311,7 +311,7 @@ class IncrementalBench:
                 f"window (split, end] = ({self.split_ts}, {self.end_ts}]: {self.records_window} records; {self.records_before} records before it",
                 f"standalone  (that window's records alone, from an empty state): {self.standalone_seconds:.1f} s, {self.standalone_changes} changes",
                 f"incremental (the same window resumed from the previous window's state): {self.incremental_seconds:.1f} s, {self.incremental_changes} changes"
-                + (f"; replayed from the first record (units merged): {', '.join(self.replayed_from_start)}" if self.replayed_from_start else ""),
+                + (f"; units joined, replayed again: {'; '.join(self.replayed_again)}" if self.replayed_again else ""),
                 f"ratio incremental / standalone: {self.ratio:.2f} (goal <= 1.2)",
                 "json: " + json.dumps({**asdict(self), "ratio": round(self.ratio, 3)}),
             ]
@@ -377,7 +377,7 @@ def bench_incremental(captures: str, *, split_ts: int | None = None, master: str
             incremental = run_replay(spark, whole, settings, new_run_id(f"bench-incremental-{attempt}"), window_from=split, window_to=hi)
             incremental_s = min(incremental_s, time.perf_counter() - started)
         return IncrementalBench(n_before, n_window, split, hi, standalone_s, incremental_s, standalone.changes, incremental.changes,
-                                incremental.replayed_from_start)
+                                incremental.replayed_again)
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)

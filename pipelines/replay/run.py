@@ -22,7 +22,9 @@ the end of the latest published window before it (or from the first record) and 
 a warehouse with nothing published yet there is no gap to miss: the first run starts from the first
 record whatever its ``window_from``.
 When a window links two units that were independent before it (their states cannot be merged
-exactly), that NameServer is replayed from its first record; the result is the same.
+exactly), the unit they form is replayed again from its NameServer's last start before the window
+(when every route table was empty), or from its first record without one; the other units resume.
+The result is the same.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pyarrow.dataset as pads
 from pyspark import StorageLevel
@@ -52,6 +54,7 @@ from pipelines.replay.history import epochs, epochs_frame, generic_intervals, ke
 from pipelines.replay.transforms import (
     STATE_COLUMN,
     namesrv_spans,
+    queue_holders_at,
     ranked_events,
     replay_records,
     replay_units,
@@ -64,7 +67,7 @@ from pipelines.replay.transforms import (
     with_units,
 )
 from pipelines.replay.stale import backfill_windows, stale_windows_published_by
-from pipelines.replay.units import BASE_UNIT, UnitFacts, UnitMap, carries_over
+from pipelines.replay.units import UnitFacts, UnitMap, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
 from schemas.gold import (
     INTERVAL_TABLES,
@@ -77,6 +80,7 @@ from schemas.gold import (
     ROUTE_CHANGES,
     ROUTE_FIDELITY,
     SCAN_TICKS,
+    TOPIC_QUEUE_INTERVALS,
 )
 from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 
@@ -121,14 +125,14 @@ class ReplayResult:
     table_versions: dict[str, int]
     seconds: float
     resumed_from: int | None = None
-    replayed_from_start: tuple[str, ...] = ()
+    replayed_again: tuple[str, ...] = ()  # units joining units of before, replayed from their NameServer's last start
     quality: QualityReport | None = field(default=None, compare=False)
     stages: dict[str, float] = field(default_factory=dict, compare=False)
 
     def summary(self) -> str:
         ns = ", ".join(f"{n} ({p})" for n, (_, _, p) in sorted(self.namesrvs.items()))
         start = "from the first record" if self.resumed_from is None else f"resuming from the state at {self.resumed_from}"
-        restart = f"; replayed from the first record (units merged): {', '.join(self.replayed_from_start)}" if self.replayed_from_start else ""
+        restart = f"; units joined, replayed again: {'; '.join(self.replayed_again)}" if self.replayed_again else ""
         return (
             f"replay {self.run_id}: window up to {self.window_to}, {start}{restart}; {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
             f"{self.ticks} scan ticks, {self.changes} changes, "
@@ -212,6 +216,17 @@ def _start_records(events: Callable[[ColumnRange | None], DataFrame], carried: M
     for r in ordered.select("namesrv", "ts", "rocketmq_version", "config").collect():  # start records are few
         starts.setdefault(r.namesrv, []).append((r.ts, r.rocketmq_version, dict(r.config or {})))
     return starts
+
+
+def _last_start(starts: Iterable[tuple[int, str, dict]], at: int) -> int | None:
+    """The ts of a NameServer's last start record at or before ``at`` (None without one)."""
+    return max((ts for ts, *_ in starts if ts <= at), default=None)
+
+
+def _replayed_again(again: Mapping[str, list[str]], since: Mapping[str, int | None]) -> Iterator[str]:
+    for ns, units in sorted(again.items()):
+        start = "its first record" if since[ns] is None else f"its start at {format_ms(since[ns])}"
+        yield f"{ns} units {', '.join(sorted(units))} from {start}"
 
 
 def _bookkeeping_states(facts: Mapping[str, UnitFacts], starts: Mapping[str, list], until: int, run_id: str) -> list[tuple]:
@@ -384,25 +399,26 @@ def replay_window(
             (previous_facts if r.unit == FACTS_UNIT else previous_starts)[r.namesrv] = pickle.loads(r.state)
     window_events = events(window.record_range())
     changing_window = route_changing(window_events)
-    # the groups that can hold a REGISTER_TOPIC's topic: from every record up to the window's end
+    # the groups that can hold a REGISTER_TOPIC's topic: those holding it at the window's start (the
+    # published topicQueueTable there) and those registering it within the window
+    held = None
+    if after is not None and published is not None and TOPIC_QUEUE_INTERVALS.name in published.versions:
+        held = queue_holders_at(warehouse.read(TOPIC_QUEUE_INTERVALS, version=published.versions[TOPIC_QUEUE_INTERVALS.name],
+                                               where=ColumnRange("valid_to", above=after, or_null=True)), after)
     new_facts = unit_facts(changing_window, cfg.default_profile,
-                           lambda topics: topic_holders(events(ColumnRange("ts", at_most=until)), warehouse.read(TOPIC_CONFIGS), topics))
+                           lambda topics: topic_holders(window_events, warehouse.read(TOPIC_CONFIGS), topics, held))
     facts = {ns: previous_facts.get(ns, UnitFacts()) | new_facts.get(ns, UnitFacts(profiles=frozenset({cfg.default_profile}))) for ns in origins}
     maps: dict[str, UnitMap] = {ns: f.assign() for ns, f in facts.items()}
-    from_start: list[str] = []
+    again: dict[str, list[str]] = {}  # NameServer -> its units that join units of before: replayed again
     sources: list[tuple[str, str, str]] = []  # (namesrv, unit, unit whose state it resumes from)
     for ns, now in maps.items():
         if ns not in previous_facts:
             continue
-        continued = carries_over(previous_facts[ns].assign(), now)
-        if continued is None:
-            from_start.append(ns)
-            continue
-        inverse = {target: source for source, target in continued.items()}
-        sources += [(ns, unit, inverse.get(unit, BASE_UNIT)) for unit in sorted(now.units())]
-    replayed = window_events
-    if from_start:
-        replayed = replayed.unionByName(events(ColumnRange("ts", at_most=after)).where(F.col("namesrv").isin(from_start)))
+        for unit, source in carries_over(previous_facts[ns].assign(), now).items():
+            if source is None:
+                again.setdefault(ns, []).append(unit)
+            else:
+                sources.append((ns, unit, source))
     resume = None
     if sources:
         plan = F.broadcast(local_frame(spark, sources, "namesrv string, unit string, source string"))
@@ -416,8 +432,20 @@ def replay_window(
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
 
+    # A unit replayed again starts from nothing at its NameServer's origin and takes the records
+    # from the NameServer's last start up to the window's start: that start emptied every route
+    # table (spec §4), and the KV store it keeps is the KV unit's, which never joins another.
+    again_from = {ns: _last_start(starts.get(ns, ()), after) for ns in again}
+    replayed = window_events
+    for ns, since in again_from.items():
+        replayed = replayed.unionByName(events(ColumnRange("ts", above=None if since is None else since - 1, at_most=after)).where(F.col("namesrv") == ns))
     records = replay_records(replayed)
-    routed = with_first_bodies(with_units(spark, ranked_events(records), maps), warehouse.read(TOPIC_CONFIGS))
+    routed = with_units(spark, ranked_events(records), maps)
+    if again:
+        # the records before the window go to the units replayed again only
+        rebuilt = local_frame(spark, [(ns, u, True) for ns, units in again.items() for u in units], "namesrv string, unit string, _again boolean")
+        routed = routed.join(F.broadcast(rebuilt), ["namesrv", "unit"], "left").where((F.col("ts") > after) | F.col("_again").isNotNull()).drop("_again")
+    routed = with_first_bodies(routed, warehouse.read(TOPIC_CONFIGS))
     restarts = restart_ranks(records, [(ns, ts) for ns, runs in starts.items() for ts, *_ in runs])
     output = replay_units(
         with_states(routed, resume), origins=origins, until=until, default_profile=cfg.default_profile, default_config=cfg.default_config
@@ -476,7 +504,7 @@ def replay_window(
             "units": units,
             "fidelity": {"matched": fidelity_counts.get("matched", 0), "mismatched": fidelity_counts.get("mismatched", 0)},
             "resumed_from": after,
-            "replayed_from_start": sorted(from_start),
+            "replayed_again": {ns: {"units": sorted(units), "from_ts": again_from[ns]} for ns, units in sorted(again.items())},
             "latest": latest,
         }
         # (window_from, window_to] holds every record replayed: a run from the first record starts just before it
@@ -501,7 +529,7 @@ def replay_window(
             table_versions=versions,
             seconds=time.time() - started,
             resumed_from=after,
-            replayed_from_start=tuple(sorted(from_start)),
+            replayed_again=tuple(_replayed_again(again, again_from)),
             stages={"plan (metadata queries)": round(planned - started, 2), "replay units, write gold": round(time.time() - planned, 2)},
         )
     finally:

@@ -109,9 +109,12 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -
 
     A REGISTER_TOPIC's outcome also depends on whether its topic exists (spec §2: a brokerName
     unknown to ``addrs`` drops the whole request for a new topic, only the rest of it for an existing
-    one), i.e. on every group that holds the topic then. Its group of brokerNames is therefore the
-    ones it names followed by ``holders`` of its topic (:func:`topic_holders`: every group that
-    registered the topic up to the window's end, a superset of those holding it at the request)."""
+    one), i.e. on every group that holds the topic then, but only when the body has two entries or
+    more: with one, an abort leaves nothing either way. Its group of brokerNames is therefore the
+    ones it names, followed, for a body of several entries, by ``holders`` of its topic
+    (:func:`topic_holders`: every group holding it when the window starts or registering it within
+    the window, a superset of those holding it at the request). A broker's own single-topic
+    registration (one entry, its own brokerName) links no groups."""
     request = F.col("kind") == "request"
     member = F.when(
         request & F.col("code").isin(103, 104) & F.col("broker_name").isNotNull(),
@@ -124,7 +127,7 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -
     version = F.when(F.col("kind") == "namesrv_start", F.col("rocketmq_version"))
     rows = events.select("namesrv", member.alias("member"), topic_names.alias("names"), topic.alias("topic"), version.alias("version")).distinct().collect()
     facts: dict[str, set[Membership]] = {}
-    named: list[tuple[str, str | None, tuple[str, ...]]] = []  # (namesrv, topic, names) per REGISTER_TOPIC
+    named: list[tuple[str, str | None, tuple[str, ...], bool]] = []  # (namesrv, topic, names, several entries) per REGISTER_TOPIC
     profiles: dict[str, set[str]] = {}
     for r in rows:
         found = profiles.setdefault(r.namesrv, set())
@@ -135,17 +138,17 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -
             facts.setdefault(r.namesrv, set()).add(Membership(m.broker_name, m.broker_addr, m.conn, m.cluster_name))
         if r.names:
             names = tuple(n for n in r.names if n is not None)
-            named.append((r.namesrv, r.topic, names))
+            named.append((r.namesrv, r.topic, names, len(r.names) > 1))
             for n in names:
                 facts.setdefault(r.namesrv, set()).add(Membership(n))
     wanted: dict[str, set[str]] = {}
-    for ns, t, names in named:
-        if t is not None and names:
+    for ns, t, names, several in named:
+        if t is not None and names and several:
             wanted.setdefault(ns, set()).add(t)
     held = holders({ns: frozenset(ts) for ns, ts in wanted.items()}) if wanted else {}
     topic_groups: dict[str, set[tuple[str, ...]]] = {}
-    for ns, t, names in named:
-        more = sorted(held.get((ns, t), frozenset()) - set(names)) if t is not None else []
+    for ns, t, names, several in named:
+        more = sorted(held.get((ns, t), frozenset()) - set(names)) if t is not None and several else []
         topic_groups.setdefault(ns, set()).add(names + tuple(more))
         for n in more:
             facts.setdefault(ns, set()).add(Membership(n))
@@ -155,10 +158,15 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -
     }
 
 
-def topic_holders(events: DataFrame, topic_configs: DataFrame, topics: Mapping[str, frozenset[str]]) -> dict[tuple[str, str], frozenset[str]]:
-    """For each (NameServer, topic) of ``topics``: every brokerName in ``events`` that registered the
-    topic (a REGISTER_BROKER body listing it, by its ``topic_configs`` row) or that a REGISTER_TOPIC
-    of it names. Small metadata: one row per holder; the register bodies are read once each, by id."""
+def topic_holders(events: DataFrame, topic_configs: DataFrame, topics: Mapping[str, frozenset[str]],
+                  held: DataFrame | None = None) -> dict[tuple[str, str], frozenset[str]]:
+    """For each (NameServer, topic) of ``topics``: every brokerName that could hold the topic at some
+    record of ``events``. That is one that registered it in ``events`` (a REGISTER_BROKER body listing
+    it, by its ``topic_configs`` row, or a REGISTER_TOPIC naming it) or one of ``held``, the
+    (namesrv, topic, broker_name) rows holding it when ``events`` start (:func:`queue_holders_at`;
+    None when they start at the first record). Only a registration adds a (topic, brokerName) to
+    the topicQueueTable (spec §2), so these are a superset of the holders at any of those records.
+    Small metadata: one row per holder; the register bodies are read once each, by id."""
     if not any(topics.values()):
         return {}
     spark = events.sparkSession
@@ -166,17 +174,28 @@ def topic_holders(events: DataFrame, topic_configs: DataFrame, topics: Mapping[s
     request = (F.col("kind") == "request") & F.col("namesrv").isin(sorted(topics))
     registered = events.where(request & (F.col("code") == 103) & F.col("body_id").isNotNull() & F.col("broker_name").isNotNull()).select(
         "namesrv", "broker_name", "body_id").distinct()
-    listed = topic_configs.select("body_id", F.explode(F.array_union(
-        F.col("topic_configs.topic_name"), F.coalesce(F.col("topic_keys"), F.array().cast("array<string>")))).alias("topic"))
-    by_body = registered.join(listed, "body_id").select("namesrv", "topic", "broker_name")
+    # the bodies these registrations sent, before their topic lists are exploded
+    listed = topic_configs.select("body_id", F.array_union(
+        F.col("topic_configs.topic_name"), F.coalesce(F.col("topic_keys"), F.array().cast("array<string>"))).alias("topics"))
+    by_body = registered.join(listed, "body_id").select("namesrv", F.explode("topics").alias("topic"), "broker_name")
     by_request = events.where(request & (F.col("code") == 217) & F.col("body").isNotNull()).select(
         "namesrv", F.col("ext_fields")["topic"].alias("topic"),
         F.explode(_register_topic_names()).alias("broker_name"))
-    rows = by_body.unionByName(by_request).where(F.col("broker_name").isNotNull()).join(wanted, ["namesrv", "topic"]).distinct().collect()
+    holders = by_body.unionByName(by_request)
+    if held is not None:
+        holders = holders.unionByName(held.select("namesrv", "topic", "broker_name"))
+    rows = holders.where(F.col("broker_name").isNotNull()).join(wanted, ["namesrv", "topic"]).distinct().collect()
     found: dict[tuple[str, str], set[str]] = {}
     for r in rows:
         found.setdefault((r.namesrv, r.topic), set()).add(r.broker_name)
     return {key: frozenset(names) for key, names in found.items()}
+
+
+def queue_holders_at(topic_queue_intervals: DataFrame, at: int) -> DataFrame:
+    """(namesrv, topic, broker_name) of every topicQueueTable entry at ``at`` (after every record
+    and tick ``<= at``), from ``gold.topic_queue_intervals`` rows: those valid at ``at``."""
+    valid = (F.col("valid_from") <= at) & (F.col("valid_to").isNull() | (F.col("valid_to") > at))
+    return topic_queue_intervals.where(valid).select("namesrv", "topic", "broker_name")
 
 
 def with_units(spark: SparkSession, events: DataFrame, maps: Mapping[str, UnitMap]) -> DataFrame:

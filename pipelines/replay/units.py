@@ -10,9 +10,10 @@ touch another group's entries (semantics spec §1, §2, §5):
   live entry" whose stored connection is the closing one);
 * one brokerName registered under two clusters (4.9 removes it from "the first cluster set
   containing it"): every group of those clusters joins the unit;
-* a REGISTER_TOPIC body naming several brokerNames (it stops at the first one unknown to ``addrs``),
-  together with every group that registered its topic (whether the topic exists decides whether
-  the entries before an unknown brokerName stay): ``topic_groups`` hold both.
+* a REGISTER_TOPIC body of several entries (it stops at the first brokerName unknown to ``addrs``),
+  together with every group that can hold its topic then (whether the topic exists decides whether
+  the entries before an unknown brokerName stay): ``topic_groups`` hold both. A body of one entry
+  does the same whether the topic exists or not, and links nothing.
 
 Inside a unit every "first … in Java iteration order" decision involves only the unit's own keys,
 and their relative order depends only on hash, insertion order and table capacity. Capacity is the
@@ -102,20 +103,26 @@ class UnitFacts:
         return assign_units(ordered, topic_groups=sorted(self.topic_groups), profiles=sorted(self.profiles))
 
 
-def carries_over(previous: UnitMap, current: UnitMap) -> dict[str, str] | None:
-    """How the units of ``previous`` (the map at a window's start) continue in ``current`` (the map
-    over everything up to the window's end): previous unit id → current unit id, or ``None`` when two
-    previous units merged (their states cannot be combined exactly: replay that NameServer from its
-    first record)."""
-    mapping: dict[str, str] = {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT}
+def carries_over(previous: UnitMap, current: UnitMap) -> dict[str, str | None]:
+    """Where each unit of ``current`` (the map over everything up to a window's end) resumes from,
+    given ``previous`` (the map at the window's start): the previous unit whose state it continues
+    (``BASE_UNIT`` for a unit whose groups are all new in the window), or ``None`` for a unit that
+    joins groups of two previous units. Their states cannot be combined exactly (the tables' Java
+    iteration order interleaves their entries by insertion order), so such a unit is replayed again
+    from its NameServer's last start before the window, when every route table was empty; the other
+    units resume. Facts only grow, so a previous unit never splits; were it to, every unit holding
+    its groups would be replayed again too."""
+    targets: dict[str, set[str]] = {}  # previous unit -> the current units holding its groups
+    sources: dict[str, set[str]] = {}  # current unit -> the previous units it holds groups of
     for name, unit in previous.by_broker_name.items():
-        target = current.by_broker_name[name]
-        if mapping.setdefault(unit, target) != target:
-            return None
-    targets = [t for u, t in mapping.items()]
-    if len(set(targets)) != len(targets):
-        return None
-    return mapping
+        targets.setdefault(unit, set()).add(current.by_broker_name[name])
+        sources.setdefault(current.by_broker_name[name], set()).add(unit)
+    split = {t for ts in targets.values() if len(ts) > 1 for t in ts}
+    plan: dict[str, str | None] = {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT}
+    for unit in sorted(current.units() - {KV_UNIT, BASE_UNIT}):
+        held = sources.get(unit, set())
+        plan[unit] = None if unit in split or len(held) > 1 else next(iter(held), BASE_UNIT)
+    return plan
 
 
 def assign_units(facts: Iterable[Membership], *, topic_groups: Iterable[tuple[str, ...]] = (), profiles: Iterable[str] = ("rocketmq-5",)) -> UnitMap:

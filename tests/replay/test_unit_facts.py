@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.replay.transforms import topic_holders, unit_facts
+from pipelines.replay.transforms import queue_holders_at, topic_holders, unit_facts
 from pipelines.replay.units import Membership, UnitFacts
 from schemas.silver import EVENTS, TOPIC_CONFIGS
 
@@ -33,6 +33,8 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
         _row(A, 6, "request", code=217, ext_fields={"topic": "t"}, body='{"queueDatas":[{"brokerName":"b1"},{"brokerName":"b3"}]}'),
         _row(A, 7, "request", code=217, body='{"queueDatas":[]}'),  # names no group
         _row(A, 8, "request", code=217, body="not json"),
+        # one entry: its topic's existence cannot change what it does, so its holders are not asked
+        _row(A, 8, "request", code=217, ext_fields={"topic": "s"}, body='{"queueDatas":[{"brokerName":"b5"}]}'),
         _row(A, 9, "channel", event="CLOSE", conn="c1", remote="10.1.0.1:50000"),
         _row(A, 10, "namesrv_start", rocketmq_version="5.1.4"),
         _register(B, 1, 904, "b1", "10.1.0.1:10911", "c1", "C1"),  # a heartbeat is not a membership fact
@@ -41,13 +43,13 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
 
     asked = []
 
-    def holders(topics):  # t is held by b4 too (a group the request does not name)
+    def holders(topics):  # t is held by b4 too (a group the request does not name), s by b6
         asked.append(topics)
-        return {(A, "t"): frozenset({"b1", "b4"})}
+        return {(A, "t"): frozenset({"b1", "b4"}), (A, "s"): frozenset({"b5", "b6"})}
 
     facts = unit_facts(events, "rocketmq-4.9", holders)
 
-    assert asked == [{A: frozenset({"t"})}]  # once, for the topics REGISTER_TOPICs name
+    assert asked == [{A: frozenset({"t"})}]  # once, for the topics REGISTER_TOPICs of several entries name
 
     assert facts == {
         A: UnitFacts(
@@ -57,8 +59,9 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
                 Membership("b1"),
                 Membership("b3"),
                 Membership("b4"),
+                Membership("b5"),
             }),
-            frozenset({("b1", "b3", "b4")}),
+            frozenset({("b1", "b3", "b4"), ("b5",)}),
             frozenset({"rocketmq-4.9", "rocketmq-5"}),
         ),
         B: UnitFacts(frozenset(), frozenset(), frozenset({"rocketmq-4.9"})),
@@ -91,3 +94,22 @@ def test_topic_holders_are_the_groups_that_registered_or_were_given_the_topic(sp
     assert topic_holders(events, bodies, {A: frozenset({"t", "w"})}) == {(A, "t"): frozenset({"b1", "b5", "b7"})}
     assert topic_holders(events, bodies, {A: frozenset({"u"}), B: frozenset({"t"})}) == {(A, "u"): frozenset({"b1", "b2"}), (B, "t"): frozenset({"b9"})}
     assert topic_holders(events, bodies, {}) == {}
+
+    # the groups holding a topic when the records start (a window's predecessor's topicQueueTable)
+    held = spark.createDataFrame([(A, "t", "b0"), (A, "w", "b3"), (B, "w", "b4")], "namesrv string, topic string, broker_name string")
+    assert topic_holders(events, bodies, {A: frozenset({"t", "w"})}, held) == {(A, "t"): frozenset({"b0", "b1", "b5", "b7"}), (A, "w"): frozenset({"b3"})}
+
+
+def test_queue_holders_at_are_the_topic_route_intervals_valid_then(spark) -> None:
+    def interval(broker: str, valid_from: int, valid_to: int | None) -> tuple:
+        return (A, "t", broker, 8, 8, 6, 0, valid_from, valid_to, "registered", None, "r")
+
+    from schemas.gold import TOPIC_QUEUE_INTERVALS
+
+    rows = [interval("ends-before", 1, 100), interval("ends-at", 5, 1000), interval("from-at", 1000, 2000), interval("open", 10, None),
+            interval("after", 1001, None), interval("spans", 999, 1001)]
+    fields = ["namesrv", "topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag", "valid_from", "valid_to",
+              "start_cause", "end_cause", "run_id"]
+    intervals = spark.createDataFrame([dict(zip(fields, r)) for r in rows], TOPIC_QUEUE_INTERVALS.schema)
+    got = sorted(tuple(r) for r in queue_holders_at(intervals, 1000).collect())
+    assert got == [(A, "t", "from-at"), (A, "t", "open"), (A, "t", "spans")]

@@ -61,7 +61,17 @@ def test_a_namesrv_whose_tables_can_outgrow_their_capacity_is_one_unit_when_any_
 def test_units_carry_over_a_window_unless_two_merge() -> None:
     before = UnitFacts(frozenset({Membership("a", "10.0.0.1:1", "c-a", "C"), Membership("b", "10.0.0.2:1", "c-b", "C")}), profiles=frozenset({"rocketmq-5"}))
     grown = before | UnitFacts(frozenset({Membership("c", "10.0.0.3:1", "c-c", "C")}))
-    assert carries_over(before.assign(), grown.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": "a", "b": "b"}
-    # a REGISTER_TOPIC in the next window names a and b together: their states cannot be combined
-    merged = before | UnitFacts(topic_groups=frozenset({("b", "a")}))
-    assert carries_over(before.assign(), merged.assign()) is None
+    # a new group starts from the base unit's state, the others resume their own
+    assert carries_over(before.assign(), grown.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": "a", "b": "b", "c": BASE_UNIT}
+    # a new group joining a unit (the same address as a) resumes with it
+    joined = before | UnitFacts(frozenset({Membership("d", "10.0.0.1:1", "c-d", "C")}))
+    assert joined.assign().by_broker_name["d"] == "a"
+    assert carries_over(before.assign(), joined.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": "a", "b": "b"}
+    # a REGISTER_TOPIC in the next window names a and b together: their states cannot be combined,
+    # so that unit is replayed again (None); c resumes as before
+    merged = grown | UnitFacts(topic_groups=frozenset({("b", "a")}))
+    assert carries_over(grown.assign(), merged.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": None, "c": "c"}
+    # a unit that split (facts never shrink, so only by hand): every unit holding its groups again
+    one = UnitMap(by_broker_name={"a": "a", "b": "a", "c": "c"}, by_addr={}, by_conn={}, whole_namesrv=False)
+    two = UnitMap(by_broker_name={"a": "a", "b": "b", "c": "c"}, by_addr={}, by_conn={}, whole_namesrv=False)
+    assert carries_over(one, two) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": None, "b": None, "c": "c"}
