@@ -102,7 +102,8 @@ def with_tick(changes: DataFrame, epoch_df: DataFrame, restarts: DataFrame) -> D
     to an epoch that ends at that ``ts``: null. ``restarts``: (namesrv, ts, restart_rank), the
     ``record_rank`` of the last start record of each such ts
     (:func:`~pipelines.replay.transforms.restart_ranks`).
-    It does not depend on where the covered range ends, so any cut into windows gives the same."""
+    It depends on the start records up to that tick only, not on where the covered range ends; a
+    window ending before a start that cancels the tick is corrected by the next (:func:`cancelled_ticks`)."""
     last_start = Window.partitionBy("namesrv")
     e = epoch_df.withColumn("_open", F.col("start_ts") == F.max("start_ts").over(last_start)).alias("e")
     ranked = changes.join(F.broadcast(restarts), ["namesrv", "ts"], "left")
@@ -112,6 +113,35 @@ def with_tick(changes: DataFrame, epoch_df: DataFrame, restarts: DataFrame) -> D
     before_restart = F.coalesce((F.col("c.phase") == 0) & (F.col("c.record_rank") < F.col("c.restart_rank")), F.lit(False))
     tick = F.when(~before_restart & (F.col("e._open") | (tick < F.col("e.end_ts"))), tick)
     return joined.select(*[F.col(f"c.{name}") for name in changes.columns], tick.cast("long").alias("tick_ts"))
+
+
+def cancelled_ticks(grid: Iterable[Epoch], after: int) -> dict[str, tuple[int, int]]:
+    """The NameServers whose epoch running at ``after`` ends, at a start record, no later than its
+    first tick after ``after``: namesrv -> (lo, restart ts). A window ending at ``after`` saw no such
+    start and gave its change rows of ``(lo, after]`` that tick; :func:`with_tick` says null (the
+    NameServer restarts first), which :func:`cancel_ticks` applies. Every other row's tick stands."""
+    by_namesrv: dict[str, list[Epoch]] = {}
+    for e in grid:
+        by_namesrv.setdefault(e.namesrv, []).append(e)
+    out: dict[str, tuple[int, int]] = {}
+    for namesrv, runs in by_namesrv.items():
+        runs.sort(key=lambda e: (e.start_ts, e.end_ts))
+        for i, e in enumerate(runs[:-1]):  # an epoch followed by another ends at a start record
+            if e.start_ts <= after < e.end_ts:
+                steps = max(0, (after - e.first_tick) // e.interval + 1)
+                tick = e.first_tick + steps * e.interval  # the first tick after `after`
+                if e.end_ts <= tick:
+                    out[namesrv] = (tick - e.interval, e.end_ts)
+    return out
+
+
+def cancel_ticks(changes: DataFrame, cancelled: Mapping[str, tuple[int, int]]) -> DataFrame:
+    """``changes`` with ``tick_ts`` null where :func:`cancelled_ticks` says the NameServer restarts at
+    or before it (rows of the epoch before that restart only: a row's tick is never earlier than it)."""
+    cancel = F.lit(False)
+    for namesrv, (_, restart) in sorted(cancelled.items()):
+        cancel = cancel | ((F.col("namesrv") == namesrv) & (F.col("ts") < restart) & (F.col("tick_ts") >= restart))
+    return changes.withColumn("tick_ts", F.when(cancel, F.lit(None).cast("long")).otherwise(F.col("tick_ts")))
 
 
 def generic_intervals(changes: DataFrame) -> DataFrame:

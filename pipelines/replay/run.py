@@ -50,7 +50,17 @@ from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, data
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
-from pipelines.replay.history import epochs, epochs_frame, generic_intervals, keyframes, scan_ticks, typed_intervals, with_tick
+from pipelines.replay.history import (
+    cancel_ticks,
+    cancelled_ticks,
+    epochs,
+    epochs_frame,
+    generic_intervals,
+    keyframes,
+    scan_ticks,
+    typed_intervals,
+    with_tick,
+)
 from pipelines.replay.transforms import (
     STATE_COLUMN,
     namesrv_spans,
@@ -461,7 +471,7 @@ def replay_window(
     new_states = output.where(F.col("state").isNotNull()).select("namesrv", F.lit(until).alias("window_to"), "unit", "state", F.lit(run_id).alias("run_id"))
     try:
         outputs: dict[str, DataFrame] = {
-            ROUTE_CHANGES.name: with_tick(logged, epoch_df, restarts).withColumn("run_id", F.lit(run_id)),
+            ROUTE_CHANGES.name: with_tick(logged, epoch_df, restarts).withColumn("run_id", F.lit(run_id)).where(F.expr(window.instant("ts"))),
             SCAN_TICKS.name: ticks,
             NAMESRV_EPOCHS.name: epoch_df.select(
                 "namesrv", "start_ts", "end_ts", "profile", "config", "first_tick", F.col("interval").alias("tick_interval"), F.lit(run_id).alias("run_id")
@@ -472,6 +482,16 @@ def replay_window(
             REPLAY_STATE.name: new_states.unionByName(facts_rows),
         }
         owned = owned_rows(window)
+        # A start record of this window that comes before the first tick after its start cancels
+        # that tick for the change rows the window before gave it: those rows are written again.
+        cancelled = cancelled_ticks(grid, after) if after is not None and published is not None else {}
+        if cancelled:
+            lo = min(lo for lo, _ in cancelled.values())
+            tail = warehouse.read(ROUTE_CHANGES, version=published.versions[ROUTE_CHANGES.name], where=ColumnRange("ts", above=lo, at_most=after))
+            own = outputs[ROUTE_CHANGES.name].select(*ROUTE_CHANGES.schema.fieldNames())
+            outputs[ROUTE_CHANGES.name] = own.unionByName(cancel_ticks(tail.where(F.col("namesrv").isin(sorted(origins))), cancelled))
+            changes_range = owned[ROUTE_CHANGES.name]
+            owned[ROUTE_CHANGES.name] = ColumnRange("ts", above=lo, at_most=changes_range.at_most if changes_range else None)
         # the input's version goes with every write: a retry checks it (_check_run_id_unspent)
         commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until, extra={EVENTS_VERSION: str(events_version)})
         planned = time.time()

@@ -137,3 +137,43 @@ def test_of_two_starts_at_one_ts_the_later_runs_on_for_every_reader(published) -
     for t in (S + 3000, S + 3004, S + 3005, S + 9000):
         assert index.snapshot(NS_TWO_STARTS, t).profile == h.snapshot_at(NS_TWO_STARTS, t).profile == "rocketmq-5"
         assert index.tick_at(NS_TWO_STARTS, t) == (None if t < S + 3005 else S + 3005 + (t - S - 3005) // 5000 * 5000)
+
+
+def test_windows_around_a_register_topic_equal_one_run(spark, published, tmp_path, monkeypatch) -> None:
+    """Whether a REGISTER_TOPIC's topic exists depends on the groups holding it when its window
+    starts, which the window's records need not show: here b-h registers "held" at S+100 only, and
+    the window (S+500, S+1500] holds the 217 naming b-r and an unknown brokerName but no b-h
+    registration. Cut there, the history is the one run's. The holders come from the published
+    topicQueueTable at the window's start; the unit the 217 forms (b-ghost, b-h, b-r) joins two units
+    of before, so it alone is replayed again, from the NameServer's last start (S): no window reads
+    the records before its start but that one."""
+    from nsreplay.config import load_settings
+    from nsreplay.runtime import format_ms
+    from pipelines.ingest.run import run_ingest
+    from pipelines.replay.run import run_replay
+    from published import assert_same_history
+    from schemas.silver import EVENTS
+
+    capture, root = published
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture), "w-ingest")
+    read = Warehouse.read
+    reads: list[tuple[int | None, object]] = []
+
+    def spy(self, spec, **kwargs):
+        if spec is EVENTS:
+            reads.append((after, kwargs.get("where")))
+        return read(self, spec, **kwargs)
+
+    monkeypatch.setattr(Warehouse, "read", spy)
+    after = None
+    results = []
+    for i, until in enumerate([S + 500, S + 1500, None]):
+        results.append(run_replay(spark, warehouse, load_settings(), f"w-{i}", window_from=after, window_to=until))
+        after = until
+    monkeypatch.undo()
+    assert [r.replayed_again for r in results] == [(), (f"{NS_REGISTER_TOPIC} units b-ghost from its start at {format_ms(S)}",), ()]
+    later = sorted({(start, where.above) for start, where in reads if start is not None and where is not None and where.above != start})
+    assert later == [(S + 500, S - 1)], later  # the one read before a window's start
+    assert all(where is not None for start, where in reads if start is not None)
+    assert_same_history(Warehouse(root, spark, "delta-rs"), warehouse)

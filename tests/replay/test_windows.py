@@ -33,17 +33,12 @@ from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import MissingPredecessorError, RunIdSpentError, latest_publish, replay_window, run_backfill, run_replay
 from pipelines.replay.stale import open_stale
-from published import clean_preset, plain
+from published import assert_same_history, clean_preset, plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES, STALE_WINDOWS
 from schemas.silver import EVENTS, QUALITY_RESULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = [spec for spec in REPLAY_TABLES if spec is not REPLAY_STATE]
-
-
-def assert_same_history(expected: Warehouse, actual: Warehouse) -> None:
-    for spec in HISTORY:
-        assert_df_equality(plain(expected.read(spec)), plain(actual.read(spec)), ignore_row_order=True, ignore_nullable=True)
 
 
 def replay_windows(spark, warehouse: Warehouse, cuts: list[int], prefix: str, start: int | None = None) -> None:
