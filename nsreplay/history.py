@@ -77,7 +77,12 @@ def latest_publish_row(warehouse: Warehouse) -> dict[str, Any] | None:
 
 
 def _alive(t: int) -> pads.Expression:
-    return (pads.field("valid_from") <= t) & (pads.field("valid_to").is_null() | (pads.field("valid_to") > t))
+    return _alive_between(t, t)
+
+
+def _alive_between(first: int, last: int) -> pads.Expression:
+    """Interval rows valid at some instant of ``[first, last]``."""
+    return (pads.field("valid_from") <= last) & (pads.field("valid_to").is_null() | (pads.field("valid_to") > first))
 
 
 class PublishedHistory:
@@ -104,10 +109,12 @@ class PublishedHistory:
             raise OutsideCoverageError(f"{t} is outside the covered range of {namesrv}: [{cov.from_ts}, {cov.to_ts}]")
         return cov
 
-    def _table(self, spec: TableSpec, namesrv: str, t: int | None = None) -> pa.Table:
+    def _table(self, spec: TableSpec, namesrv: str, t: int | None = None, *, until: int | None = None) -> pa.Table:
+        """``namesrv``'s rows of ``spec``: those alive at some instant of ``[t, until]`` (``until``
+        None: at ``t``; ``t`` None: every row). Epochs are read whole."""
         condition = pads.field("namesrv") == namesrv
         if t is not None and spec is not NAMESRV_EPOCHS:
-            condition = condition & _alive(t)
+            condition = condition & (_alive(t) if until is None else _alive_between(t, until))
         return self._datasets[spec.name].to_table(filter=condition)
 
     def rows(self, spec: TableSpec, namesrv: str, t: int | None = None) -> list[dict[str, Any]]:
@@ -121,15 +128,17 @@ class PublishedHistory:
 
     def snapshots_at(self, namesrv: str, instants: Iterable[int]) -> Iterator[tuple[int, Snapshot]]:
         """(t, :meth:`snapshot_at` ``t``) for each of ``instants``, in their order. The NameServer's
-        rows are read once, and each instant's alive rows are picked from them in memory: for many
-        instants (a sample of ticks, a walk over a day), not one. An instant outside the coverage
-        raises OutsideCoverageError at the first step, before any row is read."""
+        rows alive between the earliest and the latest instant are read once, and each instant's
+        are picked from them in memory: for many instants (a sample of ticks, a walk over a day), not
+        one. An instant outside the coverage raises OutsideCoverageError at the first step, before
+        any row is read."""
         instants = list(instants)
         for t in instants:
             self._check(namesrv, t)
         if not instants:
             return
-        tables = {spec.name: self._table(spec, namesrv) for spec in _TABLES}
+        # the rows alive at some instant between the first and the last, not the whole history
+        tables = {spec.name: self._table(spec, namesrv, min(instants), until=max(instants)) for spec in _TABLES}
         for t in instants:
             alive = _alive(t)
             yield t, build_snapshot({name: table if name == NAMESRV_EPOCHS.name else table.filter(alive) for name, table in tables.items()}, t)
