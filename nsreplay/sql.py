@@ -27,6 +27,17 @@ valid_to, t)`` says exactly that, and ``ms('2024-11-21T03:12:05Z')`` turns ISO-8
     FROM topic_queue
     WHERE topic = 'order-paid-0008' AND alive(valid_from, valid_to, ms('2024-11-21T00:30:00Z'))
 
+For one instant over a long history, the table functions ``topic_queue_at(t)``, ``broker_addr_at(t)``,
+``cluster_addr_at(t)``, ``broker_live_at(t)``, ``filter_server_at(t)``, ``order_topic_at(t)`` and
+``topic_routes_at(t)`` give the same rows as the view filtered by ``alive``, but the instant's
+predicate reaches the scan (row groups whose statistics exclude it are skipped), and
+``topic_routes_at`` joins the two sides at that instant only, where ``topic_routes`` joins every
+pair of overlapping intervals first. ``LATERAL`` takes one instant per row. Spark 4.0 refuses a SQL
+function (``ms``) in a table function's argument; a built-in expression is fine::
+
+    SELECT * FROM topic_routes_at(unix_millis(TIMESTAMP '2024-11-21T00:30:00Z')) WHERE topic = 'order-paid-0008'
+    SELECT i.t, r.* FROM instants i, LATERAL broker_live_at(i.t) r
+
 Outside a NameServer's covered range its state is unknown (the Python API raises
 ``OutsideCoverageError``, the shim answers 404). So that a query cannot show a state there, the
 interval views end every interval still open at the end of the range at ``covered_to + 1`` (the gold
@@ -91,6 +102,8 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
         table = warehouse.read(spec, version=version)
         (within_coverage(table, coverage) if spec in intervals else table).createOrReplaceTempView(view)
         registered[view] = f"{spec.name}@{version}"
+        if spec in intervals:
+            table.createOrReplaceTempView(_raw(view))
     warehouse.read(PUBLISH_LOG).createOrReplaceTempView("publish_log")
     if warehouse.exists(CAPTURES_RAW) and warehouse.exists(CAPTURE_BODIES):
         whole_lines(warehouse.read(CAPTURES_RAW), warehouse.read(CAPTURE_BODIES)).createOrReplaceTempView("capture_lines")
@@ -111,7 +124,30 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
             AND q.valid_from < coalesce(b.valid_to, 9223372036854775807)"""
     )
     registered["topic_routes"] = "view over topic_queue and broker_addr"
+    for view, spec in VIEWS.items():
+        if spec in intervals:
+            columns = ", ".join("coalesce(v.valid_to, c.covered_to + 1) AS valid_to" if name == "valid_to" else f"v.`{name}`"
+                                for name in spec.schema.fieldNames())
+            spark.sql(f"""CREATE OR REPLACE TEMPORARY FUNCTION {view}_at(t BIGINT) RETURNS TABLE RETURN
+                          SELECT {columns}, v.valid_to IS NULL AS open_at_end
+                          FROM {_raw(view)} v JOIN coverage c ON v.namesrv = c.namesrv AND t BETWEEN c.covered_from AND c.covered_to
+                          WHERE v.valid_from <= t AND (v.valid_to IS NULL OR v.valid_to > t)""")
+            registered[f"{view}_at(t)"] = f"{view} at instant t, read by a predicate the scan applies"
+    spark.sql(
+        """CREATE OR REPLACE TEMPORARY FUNCTION topic_routes_at(t BIGINT) RETURNS TABLE RETURN
+           SELECT q.namesrv, q.topic, q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums,
+                  b.cluster, b.broker_addrs,
+                  greatest(q.valid_from, b.valid_from) AS valid_from, least(q.valid_to, b.valid_to) AS valid_to
+           FROM topic_queue_at(t) q JOIN broker_addr_at(t) b ON q.namesrv = b.namesrv AND q.broker_name = b.broker_name"""
+    )
+    registered["topic_routes_at(t)"] = "topic_routes at instant t, each side read at t before the join"
     return registered
+
+
+def _raw(view: str) -> str:
+    """The temporary view of an interval table as stored (``valid_to`` NULL while open), which the
+    ``*_at`` functions read so that their instant's predicate reaches the scan."""
+    return f"_nsreplay_{view}_stored"
 
 
 def within_coverage(intervals: DataFrame, coverage: DataFrame) -> DataFrame:

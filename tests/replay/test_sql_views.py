@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from boundary_scenarios import NS_DELETE_5, NS_TICK_ORDER, S
 from differential import capture_records, interval_columns, snapshot_entries
@@ -70,10 +71,36 @@ def test_every_view_at_many_instants_holds_the_models_state(spark, published) ->
     for view, columns in VIEW_COLUMNS.items():
         # a map cannot be sorted (ignore_row_order): its entries, sorted by brokerId, can
         selected = [f"array_sort(map_entries(v.{c})) AS {c}" if c == "broker_addrs" else f"v.{c}" for c in (c.strip() for c in columns.split(","))]
-        got = spark.sql(f"SELECT i.namesrv, i.t, {', '.join(selected)} "
-                        f"FROM {view} v JOIN instants i ON v.namesrv = i.namesrv AND alive(v.valid_from, v.valid_to, i.t)")
         assert want[view], view  # every view has rows at some instant here
-        assert_df_equality(got, spark.createDataFrame(want[view], got.schema), ignore_row_order=True, ignore_nullable=True)
+        # the view filtered by alive(), and its table function at each instant
+        for source in (f"{view} v JOIN instants i ON v.namesrv = i.namesrv AND alive(v.valid_from, v.valid_to, i.t)",
+                       f"instants i, LATERAL {view}_at(i.t) v WHERE v.namesrv = i.namesrv"):
+            got = spark.sql(f"SELECT i.namesrv, i.t, {', '.join(selected)} FROM {source}")
+            assert_df_equality(got, spark.createDataFrame(want[view], got.schema), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_table_functions_give_the_views_rows_at_their_instant(spark, published) -> None:
+    """``<view>_at(t)``: every column (interval bounds and ``open_at_end`` included) of the view's
+    rows alive at ``t``, at the start, inside and at the end of each covered range."""
+    root = published[1]
+    register_views(spark, root)
+    instants = [(c.namesrv, t) for c in PublishedHistory(root).coverage() for t in (c.from_ts, (c.from_ts + c.to_ts) // 2, c.to_ts)]
+    spark.createDataFrame(instants, "namesrv string, t long").createOrReplaceTempView("instants")
+    for view in VIEW_COLUMNS:
+        got = spark.sql(f"SELECT i.t, v.* FROM instants i, LATERAL {view}_at(i.t) v WHERE v.namesrv = i.namesrv")
+        want = spark.sql(f"SELECT i.t, v.* FROM {view} v JOIN instants i ON v.namesrv = i.namesrv AND alive(v.valid_from, v.valid_to, i.t)")
+        assert not want.isEmpty(), view
+        assert_df_equality(plain_maps(got), plain_maps(want), ignore_row_order=True, ignore_nullable=True)
+
+
+def plain_maps(df):
+    """Map columns as their entries sorted by key (a map cannot be compared in any row order)."""
+    from pyspark.sql.types import MapType
+
+    for f in df.schema.fields:
+        if isinstance(f.dataType, MapType):
+            df = df.withColumn(f.name, F.array_sort(F.map_entries(f.name)))
+    return df
 
 
 def test_state_at_an_instant_in_sql_equals_the_python_api(spark, published) -> None:
@@ -125,3 +152,30 @@ def test_sql_shows_no_state_outside_the_covered_range(spark, published) -> None:
     for view in ("topic_queue", "broker_addr", "cluster_addr", "broker_live", "filter_server", "order_topic", "topic_routes"):
         after = spark.sql(f"SELECT v.namesrv FROM {view} v JOIN coverage c USING (namesrv) WHERE alive(v.valid_from, v.valid_to, c.covered_to + 1)")
         assert after.isEmpty(), f"{view} shows a state after the covered range: {after.distinct().collect()}"
+        for edge in ("covered_to + 1", "covered_from - 1"):
+            outside = spark.sql(f"SELECT v.namesrv FROM coverage c, LATERAL {view}_at(c.{edge}) v WHERE v.namesrv = c.namesrv")
+            assert outside.isEmpty(), f"{view}_at shows a state outside the covered range ({edge}): {outside.distinct().collect()}"
+        inside = spark.sql(f"SELECT v.namesrv FROM coverage c, LATERAL {view}_at(c.covered_to) v WHERE v.namesrv = c.namesrv")
+        assert not inside.isEmpty(), view
+
+
+def test_every_example_of_the_notebook_guide_runs(spark, published, monkeypatch) -> None:
+    """notebooks/README.md: its Python blocks run in order (on this warehouse, in this session), then
+    every statement of its SQL blocks parses and runs against the views they set up."""
+    import re
+    from pathlib import Path
+
+    import nsreplay.runtime
+
+    guide = (Path(__file__).resolve().parents[2] / "notebooks" / "README.md").read_text()
+    root = published[1]
+    monkeypatch.setattr(nsreplay.runtime, "build_spark", lambda *args, **kwargs: spark)
+    scope: dict = {}
+    blocks = re.findall(r"```python\n(.*?)```", guide, re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
+        exec(compile(block.replace('"warehouse"', repr(root)), "notebooks/README.md", "exec"), scope)
+    statements = [s.strip() for block in re.findall(r"```sql\n(.*?)```", guide, re.S) for s in block.split(";") if s.strip()]
+    assert len(statements) >= 9
+    for statement in statements:
+        spark.sql(statement).collect()  # an unknown view, column or function fails here
