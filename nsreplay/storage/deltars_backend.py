@@ -400,7 +400,8 @@ class DeltaRsBackend(Backend):
             log.info("%s: %s was committed concurrently by another writer", what, app_id)
             return
         raise ConcurrentCommitError(
-            f"{what}: a concurrent commit conflicts with it (read at version {read_version}); nothing was committed, re-run it. ({exc})"
+            f"{what}: a concurrent commit conflicts with it (read at version {read_version}); this write was not committed "
+            f"(other writes of the same run may have been): run it again when the other writer is done. ({exc})"
         ) from exc
 
     def _stage(self, spark: "SparkSession", data: "DataFrame", spec: TableSpec, target: str) -> None:

@@ -46,7 +46,7 @@ from pyspark.sql import types as T
 from nsreplay.config import Settings
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import format_ms, local_frame
-from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, dataset
+from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, changes_rows, dataset
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
 from pipelines.replay.fidelity import fidelity
@@ -113,6 +113,10 @@ class NotWrittenError(RuntimeError):
 
 class PublishRefusedError(RuntimeError):
     """The run may not be published (its quality check failed or is missing, or tables moved on)."""
+
+
+class ConcurrentRunError(RuntimeError):
+    """Another run wrote the gold tables while this one did: nothing of this run is recorded."""
 
 
 class RunIdSpentError(RuntimeError):
@@ -281,24 +285,66 @@ def _commits_since_publish(warehouse: Warehouse, published: Published | None) ->
     return {name: warehouse.row_commits_since(name, version) for name, version in since.items() if version is not None}
 
 
+DISCARD_JOB = f"{JOB}/discard-unpublished"
+
+
+def others_stand(commits: list[dict[str, Any]], run_id: str) -> bool:
+    """Whether a commit of another run still stands in a gold table: ``commits`` (a table's commits
+    since its published version, newest first) hold one of another run after this run's latest
+    discard of the unpublished writes (:func:`_discard_unpublished`), or without such a discard. This
+    run's own writes since that discard are then not all the table holds."""
+    for c in commits:
+        if c["run_id"] == run_id and c["job"] == DISCARD_JOB:
+            return False
+        if c["run_id"] != run_id:
+            return True
+    return False
+
+
 def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_id: str,
                          since_publish: dict[str, list[dict[str, Any]]] | None = None) -> None:
     """Put back the published version of every gold table another run wrote since without publishing
-    (its quality check failed, or it was killed). This run replaces only its own slice, and its publish
-    names whole table versions, so it would otherwise publish that run's rows too. This run's own
-    earlier writes (a retry of the same run id, from the same input: :func:`_check_run_id_unspent`)
-    are kept: its repeated writes are skipped. A Delta restore: no data is rewritten, however long the
-    history the tables hold. A vacuum's or a compaction's commits since the publish change no row and
-    are kept. ``since_publish``: :func:`_commits_since_publish`, read here when not given."""
+    (its quality check failed, or it was killed): :func:`others_stand`. This run replaces only its own
+    slice, and its publish names whole table versions, so it would otherwise publish that run's rows
+    too. This run's own earlier writes after its own discard (a retry of the same run id, from the
+    same input: :func:`_check_run_id_unspent`) are kept: its repeated writes are skipped. A Delta
+    restore: no data is rewritten, however long the history the tables hold. A vacuum's or a
+    compaction's commits since the publish change no row and are kept. ``since_publish``:
+    :func:`_commits_since_publish`, read here when not given."""
     if published is None:
         return
     if since_publish is None:
         since_publish = _commits_since_publish(warehouse, published)
     for spec in REPLAY_TABLES:
         commits = since_publish.get(spec.name)
-        if commits is None or all(c["run_id"] == run_id for c in commits):
+        if commits is None or not others_stand(commits, run_id):
             continue
-        warehouse.restore(spec, published.versions[spec.name], CommitInfo(run_id=run_id, job=f"{JOB}/discard-unpublished"))
+        warehouse.restore(spec, published.versions[spec.name], CommitInfo(run_id=run_id, job=DISCARD_JOB))
+
+
+def _check_no_other_writer(warehouse: Warehouse, before: Mapping[str, int | None], run_id: str) -> None:
+    """After this run's gold writes: refuse (:class:`ConcurrentRunError`) when another run committed
+    to a gold table since ``before`` (each table's version just before the writes, None: no table
+    yet), i.e. wrote the tables at the same time. Its rows and this run's would both be in the
+    versions this run is about to record; nothing is recorded, so nothing can be published."""
+    writers = {}
+    for spec in REPLAY_TABLES:
+        version = before.get(spec.name)
+        if version is not None:
+            commits = warehouse.row_commits_since(spec, version)
+        else:  # created by this run's write (or a concurrent one)
+            commits = [c for c in warehouse.history(spec) if changes_rows(c)] if warehouse.exists(spec) else []
+        # (a table's creation carries no run id)
+        others = sorted({c["run_id"] for c in commits if c["run_id"] not in (run_id, None)})
+        if others:
+            writers[spec.name] = others
+    if writers:
+        names = sorted({w for ws in writers.values() for w in ws})
+        raise ConcurrentRunError(
+            f"run(s) {', '.join(map(repr, names))} wrote gold tables ({', '.join(sorted(writers))}) while run {run_id!r} did, "
+            f"so neither can be published; run the window once more under a new run id (--run-id), one run at a time: "
+            f"its replay discards both runs' writes first"
+        )
 
 
 def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int, since_publish: dict[str, list[dict[str, Any]]]) -> None:
@@ -310,9 +356,12 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
       would write nothing and publish nothing, and report success;
     * when an earlier attempt of the run id stopped after writing some gold tables from another
       version of ``silver.events`` (an ingest committed in between): the retry would keep those tables
-      and write the others from the new input.
+      and write the others from the new input;
+    * when another run committed to a gold table after this run's write or discard there (a run of
+      another id wrote, or discarded this run's writes): the retry would skip its own commits as done
+      and publish that run's rows, or the table without its own.
 
-    A run under another run id does both right: it replaces the window's rows, and discards the
+    A run under another run id does all three right: it replaces the window's rows, and discards the
     unpublished writes of this one first. ``since_publish``: :func:`_commits_since_publish`."""
     stale = stale_windows_published_by(warehouse, run_id)
     if stale:
@@ -324,6 +373,14 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             f"nsreplay backfill --warehouse {shlex.quote(warehouse.root)} --from {w.window_from}"
         )
     for name, commits in since_publish.items():
+        if others_stand(commits, run_id) and any(c["run_id"] == run_id for c in commits):
+            # this run's write (or discard) of the table is done, so a retry would skip it again
+            others = sorted({c["run_id"] for c in commits if c["run_id"] != run_id})
+            raise RunIdSpentError(
+                f"run {run_id!r} wrote {name} before, and run(s) {', '.join(map(repr, others))} committed to it since "
+                f"(a write, or a discard of this run's write): a retry would skip its own commits as done and publish "
+                f"the table without them; run the window under another run id (--run-id), which discards these writes"
+            )
         for c in commits:
             read = (c.get("extra") or {}).get(EVENTS_VERSION)
             if c["run_id"] == run_id and c["job"] == JOB and read is not None and read != str(events_version):
@@ -508,8 +565,10 @@ def replay_window(
 
         # The tables are independent commits (nothing is published before the publish stage), so they
         # are written a few at a time; the first failure fails the run once the others have stopped.
+        before = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
         with ThreadPoolExecutor(max_workers=cfg.write_threads, thread_name_prefix="nsreplay-write") as pool:
             written = list(pool.map(lambda item: write(item[0], item[1], owned[item[0]]), outputs.items()))
+        _check_no_other_writer(warehouse, before, run_id)
         counts = {name: rows for name, rows, _ in written}
         versions = {name: version for name, _, version in written}
         coverage = {ns: (origins[ns], end_of_range[ns], next(e.profile for e in reversed(grid) if e.namesrv == ns)) for ns in origins}

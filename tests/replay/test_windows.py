@@ -399,6 +399,118 @@ def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, wit
         assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
 
 
+class Killed(RuntimeError):
+    """Stands for a SIGKILL between two gold commits of a replay."""
+
+
+def one_writer():
+    """The settings with one gold write at a time (a kill after n writes leaves exactly n)."""
+    from dataclasses import replace
+
+    settings = load_settings()
+    return replace(settings, replay=replace(settings.replay, write_threads=1))
+
+
+def killed_after(monkeypatch, writes: int) -> None:
+    """Make the replay stop (raise :class:`Killed`) after ``writes`` more gold table writes."""
+    overwrite = Warehouse.overwrite_counted
+    done = []
+
+    def counted(self, spec, *args, **kwargs):
+        if len(done) >= writes:
+            raise Killed(f"killed before writing {spec.name}")
+        result = overwrite(self, spec, *args, **kwargs)
+        done.append(spec.name)
+        return result
+
+    monkeypatch.setattr(Warehouse, "overwrite_counted", counted)
+
+
+def test_a_retry_whose_writes_another_run_discarded_is_refused(spark, without_late, cuts, tmp_path, monkeypatch) -> None:
+    """A replay killed after some gold writes, then another run of the window that discarded them and
+    was killed in turn: a retry of the first would skip the writes it made before as done and publish
+    the tables without them. It is refused; a new run id publishes the whole window."""
+    warehouse, _ = published_without_late_records(spark, without_late, tmp_path)
+    before = published_tables(warehouse)
+    window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
+    for run_id, writes in (("first", 4), ("second", 0)):  # the second is killed right after its discard
+        killed_after(monkeypatch, writes)
+        with pytest.raises(Killed):
+            replay_window(spark, warehouse, load_settings(), run_id, **window)
+        monkeypatch.undo()
+    discarded = [h for h in warehouse.history(ROUTE_CHANGES) if h["run_id"] == "second"]
+    assert discarded and all(h["operation"] == "RESTORE" for h in discarded)
+    with pytest.raises(RunIdSpentError, match=r"^run 'first' wrote gold\.\w+ before, and run\(s\) 'second' committed to it since"):
+        run_replay(spark, warehouse, load_settings(), "first", **window)
+    run_replay(spark, warehouse, load_settings(), "third", **window)
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_retry_keeps_its_writes_made_after_discarding_another_runs(spark, without_late, cuts, tmp_path, monkeypatch) -> None:
+    """Another run's unpublished writes, then a run that discarded them, wrote some tables and was
+    killed: its retry keeps those writes (nothing to discard again), writes the rest and publishes
+    the whole window."""
+    warehouse, _ = published_without_late_records(spark, without_late, tmp_path)
+    before = published_tables(warehouse)
+    window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
+    replay_window(spark, warehouse, load_settings(), "unpublished", **window)
+    killed_after(monkeypatch, 4)
+    with pytest.raises(Killed):
+        replay_window(spark, warehouse, one_writer(), "retried", **window)
+    monkeypatch.undo()
+    kept = {spec.name: [h["version"] for h in warehouse.history(spec) if h["run_id"] == "retried" and h["job"] == "replay"] for spec in REPLAY_TABLES}
+    assert sum(map(len, kept.values())) == 4
+    run_replay(spark, warehouse, load_settings(), "retried", **window)
+    # no second discard, and the four writes stand: one write of the run per table
+    assert all(len([h for h in warehouse.history(spec) if h["run_id"] == "retried" and h["job"] == "replay/discard-unpublished"]) <= 1
+               for spec in REPLAY_TABLES)
+    rewritten = {spec.name: [h["version"] for h in warehouse.history(spec) if h["run_id"] == "retried" and h["job"] == "replay"] for spec in REPLAY_TABLES}
+    assert all(len(v) == 1 for v in rewritten.values()) and all(rewritten[name] == v for name, v in kept.items() if v), rewritten
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_two_runs_writing_one_window_at_once_publish_neither(spark, without_late, cuts, tmp_path, monkeypatch) -> None:
+    """A run that writes while another does (here: a whole replay of the window runs between the
+    first run's discard and its writes) is refused once its writes are done, and the other cannot
+    publish over its writes; a run under a new id publishes the window once, with no duplicate row."""
+    import pipelines.replay.run as replay_run
+
+    warehouse, _ = published_without_late_records(spark, without_late, tmp_path)
+    before = published_tables(warehouse)
+    window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
+    overwrite = Warehouse.overwrite_counted
+    interleaved = []
+
+    def writes_meanwhile(self, spec, *args, **kwargs):
+        if not interleaved:
+            interleaved.append(spec.name)
+            monkeypatch.setattr(Warehouse, "overwrite_counted", overwrite)
+            replay_window(spark, warehouse, load_settings(), "meanwhile", **window)
+        return overwrite(self, spec, *args, **kwargs)
+
+    monkeypatch.setattr(Warehouse, "overwrite_counted", writes_meanwhile)
+    with pytest.raises(replay_run.ConcurrentRunError, match=r"^run\(s\) 'meanwhile' wrote gold tables \("):
+        replay_window(spark, warehouse, one_writer(), "first", **window)
+    monkeypatch.undo()
+    with pytest.raises(replay_run.PublishRefusedError):
+        check_and_publish(spark, warehouse, "meanwhile")
+    run_replay(spark, warehouse, load_settings(), "afterwards", **window)
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def check_and_publish(spark, warehouse: Warehouse, run_id: str) -> None:
+    from pipelines.replay.run import check_window, publish_window
+
+    check_window(spark, warehouse, run_id)
+    publish_window(spark, warehouse, run_id)
+
+
 def test_rerunning_an_earlier_window_keeps_a_namesrv_that_starts_after_it(spark, capture, cuts, tmp_path) -> None:
     """A NameServer whose first record is after a window takes no part in that window's replay; a
     re-run of the window keeps it published as it was (its coverage and its rows)."""
