@@ -131,7 +131,8 @@ def cancelled_ticks(grid: Iterable[Epoch], after: int) -> dict[str, tuple[int, i
                 steps = max(0, (after - e.first_tick) // e.interval + 1)
                 tick = e.first_tick + steps * e.interval  # the first tick after `after`
                 if e.end_ts <= tick:
-                    out[namesrv] = (tick - e.interval, e.end_ts)
+                    # rows since the last tick before `after`, or since the epoch's start if none ran
+                    out[namesrv] = (e.start_ts - 1 if tick == e.first_tick else tick - e.interval, e.end_ts)
     return out
 
 

@@ -377,9 +377,9 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             # this run's write (or discard) of the table is done, so a retry would skip it again
             others = sorted({c["run_id"] for c in commits if c["run_id"] != run_id})
             raise RunIdSpentError(
-                f"run {run_id!r} wrote {name} before, and run(s) {', '.join(map(repr, others))} committed to it since "
-                f"(a write, or a discard of this run's write): a retry would skip its own commits as done and publish "
-                f"the table without them; run the window under another run id (--run-id), which discards these writes"
+                f"run {run_id!r} committed to {name} before (a write or a discard), and run(s) {', '.join(map(repr, others))} "
+                f"committed to it since: a retry would skip its own commits as done and publish the table without them, or "
+                f"with the other run's rows; run the window under another run id (--run-id), which discards these writes"
             )
         for c in commits:
             read = (c.get("extra") or {}).get(EVENTS_VERSION)

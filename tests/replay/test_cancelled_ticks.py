@@ -28,8 +28,9 @@ def test_only_a_start_before_the_next_tick_cancels_it() -> None:
     assert cancelled_ticks(grid, 1012) == {A: (1010, 1014), B: (1010, 1015)}
     # the last epoch of a NameServer ends at the end of the covered range, not at a start
     assert cancelled_ticks([epoch(A, 1000, 1013, 1005, 5)], 1012) == {}
-    # before the first tick of an epoch: its first tick is the one a restart can cancel
-    assert cancelled_ticks([epoch(A, 1000, 1004, 1005, 5), epoch(A, 1004, 2001, 1009, 5)], 1002) == {A: (1000, 1004)}
+    # before the first tick of an epoch: its first tick is the one a restart can cancel, for every
+    # row since the epoch's start (a record at the start's ts, after it, included)
+    assert cancelled_ticks([epoch(A, 1000, 1004, 1005, 5), epoch(A, 1004, 2001, 1009, 5)], 1002) == {A: (999, 1004)}
     # a start record at `after` itself belongs to the window that ended there
     assert cancelled_ticks([epoch(A, 1000, 1012, 1005, 5), epoch(A, 1012, 2001, 1017, 5)], 1012) == {}
 

@@ -440,7 +440,7 @@ def test_a_retry_whose_writes_another_run_discarded_is_refused(spark, without_la
         monkeypatch.undo()
     discarded = [h for h in warehouse.history(ROUTE_CHANGES) if h["run_id"] == "second"]
     assert discarded and all(h["operation"] == "RESTORE" for h in discarded)
-    with pytest.raises(RunIdSpentError, match=r"^run 'first' wrote gold\.\w+ before, and run\(s\) 'second' committed to it since"):
+    with pytest.raises(RunIdSpentError, match=r"^run 'first' committed to gold\.\w+ before \(a write or a discard\), and run\(s\) 'second' committed to it since"):
         run_replay(spark, warehouse, load_settings(), "first", **window)
     run_replay(spark, warehouse, load_settings(), "third", **window)
     after = published_tables(warehouse)
