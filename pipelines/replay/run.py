@@ -77,7 +77,7 @@ from pipelines.replay.transforms import (
     with_units,
 )
 from pipelines.replay.stale import backfill_windows, stale_windows_published_by
-from pipelines.replay.units import UnitFacts, UnitMap, carries_over
+from pipelines.replay.units import CarriedFacts, UnitFacts, UnitMap, WindowFacts, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
 from schemas.gold import (
     INTERVAL_TABLES,
@@ -243,7 +243,7 @@ def _replayed_again(again: Mapping[str, list[str]], since: Mapping[str, int | No
         yield f"{ns} units {', '.join(sorted(units))} from {start}"
 
 
-def _bookkeeping_states(facts: Mapping[str, UnitFacts], starts: Mapping[str, list], until: int, run_id: str) -> list[tuple]:
+def _bookkeeping_states(facts: Mapping[str, CarriedFacts], starts: Mapping[str, list], until: int, run_id: str) -> list[tuple]:
     """The replay_state rows at ``until`` beside the units' own: each NameServer's unit facts and its
     start records up to ``until``, which the next window carries instead of reading them again."""
     return [(ns, until, FACTS_UNIT, pickle.dumps(f), run_id) for ns, f in facts.items()] + [
@@ -458,12 +458,21 @@ def replay_window(
     # Units: the facts carried from before the window, joined with the window's own.
     # the states persisted at `after` (read from their own files, not from every window end's)
     carried = _published_states(warehouse, published, ColumnRange("window_to", above=after - 1, at_most=after)) if after is not None else None
-    previous_facts: dict[str, UnitFacts] = {}
+    previous_facts: dict[str, CarriedFacts] = {}
     previous_starts: dict[str, list] = {}
     if carried is not None:
         # two small rows per NameServer
         for r in carried.where(F.col("unit").isin(FACTS_UNIT, STARTS_UNIT)).select("namesrv", "unit", "state").collect():
-            (previous_facts if r.unit == FACTS_UNIT else previous_starts)[r.namesrv] = pickle.loads(r.state)
+            if r.unit == FACTS_UNIT:
+                previous_facts[r.namesrv] = CarriedFacts.loaded(pickle.loads(r.state))
+            else:
+                previous_starts[r.namesrv] = pickle.loads(r.state)
+    # Epochs of every NameServer over the whole covered range (start records are few).
+    end_of_range = {ns: max(until, covered_to.get(ns, until)) for ns in origins}
+    starts = _start_records(events, previous_starts, origins, after, max(end_of_range.values()))
+    # each NameServer's last start in the window: the facts before it link no groups after it
+    window_starts = {ns: last for ns, runs in starts.items()
+                     if (last := max((ts for ts, *_ in runs if (after is None or ts > after) and ts <= until), default=None)) is not None}
     window_events = events(window.record_range())
     changing_window = route_changing(window_events)
     # the groups that can hold a REGISTER_TOPIC's topic: those holding it at the window's start (the
@@ -473,15 +482,16 @@ def replay_window(
         held = queue_holders_at(warehouse.read(TOPIC_QUEUE_INTERVALS, version=published.versions[TOPIC_QUEUE_INTERVALS.name],
                                                where=ColumnRange("valid_to", above=after, or_null=True)), after)
     new_facts = unit_facts(changing_window, cfg.default_profile,
-                           lambda topics: topic_holders(window_events, warehouse.read(TOPIC_CONFIGS), topics, held))
-    facts = {ns: previous_facts.get(ns, UnitFacts()) | new_facts.get(ns, UnitFacts(profiles=frozenset({cfg.default_profile}))) for ns in origins}
-    maps: dict[str, UnitMap] = {ns: f.assign() for ns, f in facts.items()}
+                           lambda topics: topic_holders(window_events, warehouse.read(TOPIC_CONFIGS), topics, held), window_starts)
+    idle = WindowFacts(UnitFacts(profiles=frozenset({cfg.default_profile})))
+    facts = {ns: CarriedFacts.after(previous_facts.get(ns), new_facts.get(ns, idle)) for ns in origins}
+    maps: dict[str, UnitMap] = {ns: f.assigned.assign() for ns, f in facts.items()}
     again: dict[str, list[str]] = {}  # NameServer -> its units that join units of before: replayed again
     sources: list[tuple[str, str, str]] = []  # (namesrv, unit, unit whose state it resumes from)
     for ns, now in maps.items():
         if ns not in previous_facts:
             continue
-        for unit, source in carries_over(previous_facts[ns].assign(), now).items():
+        for unit, source in carries_over(previous_facts[ns].assigned.assign(), now).items():
             if source is None:
                 again.setdefault(ns, []).append(unit)
             else:
@@ -493,9 +503,6 @@ def replay_window(
             carried.select("namesrv", F.col("unit").alias("source"), F.col("state").alias(STATE_COLUMN)), ["namesrv", "source"]
         ).select("namesrv", "unit", STATE_COLUMN)
 
-    # Epochs of every NameServer over the whole covered range (start records are few).
-    end_of_range = {ns: max(until, covered_to.get(ns, until)) for ns in origins}
-    starts = _start_records(events, previous_starts, origins, after, max(end_of_range.values()))
     grid = epochs(starts, origins, end_of_range, cfg.default_profile, cfg.default_config)
     epoch_df = epochs_frame(spark, grid).persist()
 

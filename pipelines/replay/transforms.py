@@ -21,7 +21,7 @@ from nsreplay.model import profile_for_version
 from nsreplay.runtime import local_frame
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.replay.unit_replay import ROW_COLUMNS, UnitReplay, register_body
-from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap
+from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap, WindowFacts
 from pipelines.worker import gc_paused, steady_archive_imports, table_rows
 from schemas.silver import BODY
 
@@ -101,11 +101,14 @@ def _register_topic_names() -> Column:
 TopicHolders = Callable[[Mapping[str, frozenset[str]]], Mapping[tuple[str, str], frozenset[str]]]
 
 
-def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -> dict[str, UnitFacts]:
+def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders,
+               since: Mapping[str, int] | None = None) -> dict[str, WindowFacts]:
     """What decides each NameServer's replay units, from distinct membership facts (small metadata):
     the (brokerName, address, connection, cluster) of registrations and unregistrations, the
     brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under. One query:
     each record is reduced to the one fact it can carry (or none), and the distinct facts are few.
+    ``since`` (NameServer → the ts of its last start in ``events``) also gives the facts of the
+    records at or after that start (``WindowFacts.since_start``): only those link groups after it.
 
     A REGISTER_TOPIC's outcome also depends on whether its topic exists (spec §2: a brokerName
     unknown to ``addrs`` drops the whole request for a new topic, only the rest of it for an existing
@@ -115,6 +118,7 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -
     (:func:`topic_holders`: every group holding it when the window starts or registering it within
     the window, a superset of those holding it at the request). A broker's own single-topic
     registration (one entry, its own brokerName) links no groups."""
+    since = dict(since or {})
     request = F.col("kind") == "request"
     member = F.when(
         request & F.col("code").isin(103, 104) & F.col("broker_name").isNotNull(),
@@ -125,36 +129,46 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders) -
     topic = F.when(register_topic, F.col("ext_fields")["topic"])
     # every NameServer with its start records' versions (ingest requires the version of a start record)
     version = F.when(F.col("kind") == "namesrv_start", F.col("rocketmq_version"))
-    rows = events.select("namesrv", member.alias("member"), topic_names.alias("names"), topic.alias("topic"), version.alias("version")).distinct().collect()
-    facts: dict[str, set[Membership]] = {}
+    late = F.lit(False)
+    if since:
+        starts = F.create_map(*(F.lit(x) for ns, ts in sorted(since.items()) for x in (ns, ts)))
+        late = F.coalesce(F.col("ts") >= starts[F.col("namesrv")], F.lit(False))
+    rows = events.select("namesrv", member.alias("member"), topic_names.alias("names"), topic.alias("topic"), version.alias("version"),
+                         late.alias("late")).distinct().collect()
     named: list[tuple[str, str | None, tuple[str, ...], bool]] = []  # (namesrv, topic, names, several entries) per REGISTER_TOPIC
-    profiles: dict[str, set[str]] = {}
     for r in rows:
-        found = profiles.setdefault(r.namesrv, set())
-        if r.version is not None:
-            found.add(profile_for_version(r.version))
-        if r.member is not None:
-            m = r.member
-            facts.setdefault(r.namesrv, set()).add(Membership(m.broker_name, m.broker_addr, m.conn, m.cluster_name))
         if r.names:
-            names = tuple(n for n in r.names if n is not None)
-            named.append((r.namesrv, r.topic, names, len(r.names) > 1))
-            for n in names:
-                facts.setdefault(r.namesrv, set()).add(Membership(n))
+            named.append((r.namesrv, r.topic, tuple(n for n in r.names if n is not None), len(r.names) > 1))
     wanted: dict[str, set[str]] = {}
     for ns, t, names, several in named:
         if t is not None and names and several:
             wanted.setdefault(ns, set()).add(t)
     held = holders({ns: frozenset(ts) for ns, ts in wanted.items()}) if wanted else {}
-    topic_groups: dict[str, set[tuple[str, ...]]] = {}
-    for ns, t, names, several in named:
-        more = sorted(held.get((ns, t), frozenset()) - set(names)) if t is not None and several else []
-        topic_groups.setdefault(ns, set()).add(names + tuple(more))
-        for n in more:
-            facts.setdefault(ns, set()).add(Membership(n))
+
+    def facts_of(ns: str, rows: list) -> UnitFacts:
+        members: set[Membership] = set()
+        groups: set[tuple[str, ...]] = set()
+        profiles = {default_profile}
+        for r in rows:
+            if r.version is not None:
+                profiles.add(profile_for_version(r.version))
+            if r.member is not None:
+                m = r.member
+                members.add(Membership(m.broker_name, m.broker_addr, m.conn, m.cluster_name))
+            if r.names:
+                names = tuple(n for n in r.names if n is not None)
+                several = len(r.names) > 1
+                more = sorted(held.get((ns, r.topic), frozenset()) - set(names)) if r.topic is not None and several else []
+                groups.add(names + tuple(more))
+                members.update(Membership(n) for n in names + tuple(more))
+        return UnitFacts(frozenset(members), frozenset(groups), frozenset(profiles))
+
+    by_ns: dict[str, list] = {}
+    for r in rows:
+        by_ns.setdefault(r.namesrv, []).append(r)
     return {
-        ns: UnitFacts(frozenset(facts.get(ns, ())), frozenset(topic_groups.get(ns, ())), frozenset(found | {default_profile}))
-        for ns, found in profiles.items()
+        ns: WindowFacts(facts_of(ns, found), facts_of(ns, [r for r in found if r.late]) if ns in since else None)
+        for ns, found in by_ns.items()
     }
 
 

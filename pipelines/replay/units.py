@@ -23,7 +23,13 @@ whole NameServer becomes one unit, so the result stays exact.
 
 Requests without a group of their own go to every unit (namesrv_start, DELETE_TOPIC) or to a
 dedicated unit (the ORDER_TOPIC_CONFIG KV store); requests naming an address, a connection or a
-brokerName that no group ever used cannot change anything and are not replayed.
+brokerName that no group used since the NameServer's last start cannot change anything and are not
+replayed.
+
+A start empties every route table (spec §4), so only the facts since a NameServer's last start
+link groups for what follows it: windows carry those (:class:`CarriedFacts`), and a NameServer's
+units do not grow with its whole history (address churn, clusters renamed, the capacity fallback)
+but with one epoch's.
 """
 
 from __future__ import annotations
@@ -103,18 +109,53 @@ class UnitFacts:
         return assign_units(ordered, topic_groups=sorted(self.topic_groups), profiles=sorted(self.profiles))
 
 
+@dataclass(frozen=True)
+class WindowFacts:
+    """One NameServer's facts from a window's records: ``whole`` from all of them, ``since_start``
+    from those at or after its last start in the window (None when the window holds no start)."""
+
+    whole: UnitFacts
+    since_start: UnitFacts | None = None
+
+
+@dataclass(frozen=True)
+class CarriedFacts:
+    """What a window leaves the next about one NameServer's units: ``assigned``, the facts its units
+    (and so its saved states) were assigned from, and ``epoch``, the facts of its records since its
+    last start at or before the window's end, the only ones that link groups after that end."""
+
+    assigned: UnitFacts
+    epoch: UnitFacts
+
+    @staticmethod
+    def after(carried: "CarriedFacts | None", window: WindowFacts) -> "CarriedFacts":
+        """The facts at a window's end: its units come from the epoch carried in joined with the
+        window's own; the next epoch restarts at the window's last start, when it holds one."""
+        assigned = (carried.epoch if carried is not None else UnitFacts()) | window.whole
+        return CarriedFacts(assigned, window.since_start if window.since_start is not None else assigned)
+
+    @staticmethod
+    def loaded(stored: "CarriedFacts | UnitFacts") -> "CarriedFacts":
+        """A stored row: windows written before the epoch was kept stored the facts alone."""
+        return stored if isinstance(stored, CarriedFacts) else CarriedFacts(stored, stored)
+
+
 def carries_over(previous: UnitMap, current: UnitMap) -> dict[str, str | None]:
-    """Where each unit of ``current`` (the map over everything up to a window's end) resumes from,
-    given ``previous`` (the map at the window's start): the previous unit whose state it continues
-    (``BASE_UNIT`` for a unit whose groups are all new in the window), or ``None`` for a unit that
-    joins groups of two previous units. Their states cannot be combined exactly (the tables' Java
-    iteration order interleaves their entries by insertion order), so such a unit is replayed again
-    from its NameServer's last start before the window, when every route table was empty; the other
-    units resume. Facts only grow, so a previous unit never splits; were it to, every unit holding
-    its groups would be replayed again too."""
+    """Where each unit of ``current`` (the map of a window) resumes from, given ``previous`` (the map
+    the states at the window's start were saved under): the previous unit whose state it continues
+    (``BASE_UNIT`` for a unit whose groups are all new), or ``None`` for a unit that is replayed
+    again from its NameServer's last start before the window, when every route table was empty.
+
+    A unit is replayed again when it joins groups of two previous units (their states cannot be
+    combined exactly: the tables' Java iteration order interleaves their entries by insertion
+    order), or when its previous unit split: a start dropped the facts that linked its groups, and
+    the state holds them interleaved. A previous group missing from ``current`` has had no record
+    since that start, so it holds no entry and drops out."""
     targets: dict[str, set[str]] = {}  # previous unit -> the current units holding its groups
     sources: dict[str, set[str]] = {}  # current unit -> the previous units it holds groups of
     for name, unit in previous.by_broker_name.items():
+        if name not in current.by_broker_name:
+            continue
         targets.setdefault(unit, set()).add(current.by_broker_name[name])
         sources.setdefault(current.by_broker_name[name], set()).add(unit)
     split = {t for ts in targets.values() if len(ts) > 1 for t in ts}

@@ -33,6 +33,7 @@ NS_MALFORMED_49 = "10.0.1.13:9876"  # 4.9: the same bodies (4.9 never reads the 
 NS_REGISTER_TOPIC = "10.0.1.14:9876"  # 5.x: REGISTER_TOPIC naming an unknown brokerName, its topic held by another group
 NS_SAME_TS = "10.0.1.15:9876"  # 5.x: a read-only request ranked with a registration; records at a restart's ts before it
 NS_TWO_STARTS = "10.0.1.16:9876"  # 4.9 then two starts at one ts (4.9, then 5.x): the later one runs on
+NS_EPOCH_SPLIT = "10.0.1.17:9876"  # 4.9: one address under two brokerNames, then a restart, then an address each
 
 
 def scenarios() -> list[dict]:
@@ -189,6 +190,17 @@ def scenarios() -> list[dict]:
     r.append(namesrv_start(S + 3000, "5.3.3", five, namesrv=ns))
     for k in range(9):
         r.append(register_broker(S + 3001 + k * 30000, cluster="c", name="b1", addr="10.16.1.1:10911", topics=["t", "TBW102"], namesrv=ns))
+
+    # A shared address links b-x and b-y until a restart; after it they never meet again, so a
+    # window after the restart replays them as two units (the windowed test cuts at S+500, S+1500).
+    ns = NS_EPOCH_SPLIT
+    r.append(namesrv_start(S, "4.9.4", {}, namesrv=ns))
+    r.append(register_broker(S + 100, cluster="c", name="b-x", addr="10.17.0.1:10911", topics=["tx"], five=False, namesrv=ns))
+    r.append(register_broker(S + 200, cluster="c", name="b-y", addr="10.17.0.1:10911", topics=["ty"], five=False, namesrv=ns))
+    r.append(namesrv_start(S + 1000, "4.9.4", {}, namesrv=ns))
+    for k in range(9):
+        r.append(register_broker(S + 1100 + k * 30000, cluster="c", name="b-x", addr="10.17.1.1:10911", topics=["tx"], five=False, namesrv=ns))
+        r.append(register_broker(S + 1200 + k * 30000, cluster="c", name="b-y", addr="10.17.2.1:10911", topics=["ty"], five=False, namesrv=ns))
 
     # Two captured answers to GET_ROUTEINFO_BY_TOPIC for "t" on the 5.x DELETE_TOPIC NameServer: the
     # true one (the model's answer, legacy shape for an ali-ons client) and a false "not found".

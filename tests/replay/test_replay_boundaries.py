@@ -10,6 +10,7 @@ from boundary_scenarios import (
     NS_ACTING,
     NS_DELETE_49,
     NS_DELETE_5,
+    NS_EPOCH_SPLIT,
     NS_MALFORMED_5,
     NS_MALFORMED_49,
     NS_REGISTER_TOPIC,
@@ -145,8 +146,11 @@ def test_windows_around_a_register_topic_equal_one_run(spark, published, tmp_pat
     the window (S+500, S+1500] holds the 217 naming b-r and an unknown brokerName but no b-h
     registration. Cut there, the history is the one run's. The holders come from the published
     topicQueueTable at the window's start; the unit the 217 forms (b-ghost, b-h, b-r) joins two units
-    of before, so it alone is replayed again, from the NameServer's last start (S): no window reads
-    the records before its start but that one."""
+    of before, so it alone is replayed again, from the NameServer's last start (S).
+
+    A restart at S+1000 drops the address that linked b-x and b-y: the last window replays them as
+    two units, both from that restart (their state of before interleaves them). No window reads the
+    records before its start but those two."""
     from nsreplay.config import load_settings
     from nsreplay.runtime import format_ms
     from pipelines.ingest.run import run_ingest
@@ -172,8 +176,12 @@ def test_windows_around_a_register_topic_equal_one_run(spark, published, tmp_pat
         results.append(run_replay(spark, warehouse, load_settings(), f"w-{i}", window_from=after, window_to=until))
         after = until
     monkeypatch.undo()
-    assert [r.replayed_again for r in results] == [(), (f"{NS_REGISTER_TOPIC} units b-ghost from its start at {format_ms(S)}",), ()]
+    assert [r.replayed_again for r in results] == [
+        (),
+        (f"{NS_REGISTER_TOPIC} units b-ghost from its start at {format_ms(S)}",),
+        (f"{NS_EPOCH_SPLIT} units b-x, b-y from its start at {format_ms(S + 1000)}",),
+    ]
     later = sorted({(start, where.above) for start, where in reads if start is not None and where is not None and where.above != start})
-    assert later == [(S + 500, S - 1)], later  # the one read before a window's start
+    assert later == [(S + 500, S - 1), (S + 1500, S + 999)], later  # the reads before a window's start
     assert all(where is not None for start, where in reads if start is not None)
     assert_same_history(Warehouse(root, spark, "delta-rs"), warehouse)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.replay.transforms import queue_holders_at, topic_holders, unit_facts
-from pipelines.replay.units import Membership, UnitFacts
+from pipelines.replay.units import Membership, UnitFacts, WindowFacts
 from schemas.silver import EVENTS, TOPIC_CONFIGS
 
 A, B = "10.0.0.1:9876", "10.0.0.2:9876"
@@ -37,6 +37,8 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
         _row(A, 8, "request", code=217, ext_fields={"topic": "s"}, body='{"queueDatas":[{"brokerName":"b5"}]}'),
         _row(A, 9, "channel", event="CLOSE", conn="c1", remote="10.1.0.1:50000"),
         _row(A, 10, "namesrv_start", rocketmq_version="5.1.4"),
+        _register(A, 11, 103, "b2", "10.1.0.9:10911", "c2", "C2"),  # after the last start
+        _row(A, 12, "request", code=217, ext_fields={"topic": "t"}, body='{"queueDatas":[{"brokerName":"b2"},{"brokerName":"b1"}]}'),
         _register(B, 1, 904, "b1", "10.1.0.1:10911", "c1", "C1"),  # a heartbeat is not a membership fact
     ]
     events = spark.createDataFrame(rows, EVENTS.schema)
@@ -47,25 +49,32 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
         asked.append(topics)
         return {(A, "t"): frozenset({"b1", "b4"}), (A, "s"): frozenset({"b5", "b6"})}
 
-    facts = unit_facts(events, "rocketmq-4.9", holders)
+    whole_a = UnitFacts(
+        frozenset({
+            Membership("b1", "10.1.0.1:10911", "c1", "C1"),
+            Membership("b2", "10.1.0.2:10911", None, "C1"),
+            Membership("b2", "10.1.0.9:10911", "c2", "C2"),
+            Membership("b1"),
+            Membership("b2"),
+            Membership("b3"),
+            Membership("b4"),
+            Membership("b5"),
+        }),
+        frozenset({("b1", "b3", "b4"), ("b5",), ("b2", "b1", "b4")}),
+        frozenset({"rocketmq-4.9", "rocketmq-5"}),
+    )
+    whole_b = UnitFacts(frozenset(), frozenset(), frozenset({"rocketmq-4.9"}))
 
+    assert unit_facts(events, "rocketmq-4.9", holders) == {A: WindowFacts(whole_a), B: WindowFacts(whole_b)}
     assert asked == [{A: frozenset({"t"})}]  # once, for the topics REGISTER_TOPICs of several entries name
 
-    assert facts == {
-        A: UnitFacts(
-            frozenset({
-                Membership("b1", "10.1.0.1:10911", "c1", "C1"),
-                Membership("b2", "10.1.0.2:10911", None, "C1"),
-                Membership("b1"),
-                Membership("b3"),
-                Membership("b4"),
-                Membership("b5"),
-            }),
-            frozenset({("b1", "b3", "b4"), ("b5",)}),
-            frozenset({"rocketmq-4.9", "rocketmq-5"}),
-        ),
-        B: UnitFacts(frozenset(), frozenset(), frozenset({"rocketmq-4.9"})),
-    }
+    # with A's last start at 10: the facts from 10 on too (a start at 10 runs 5.x, with the default)
+    since_start = UnitFacts(
+        frozenset({Membership("b2", "10.1.0.9:10911", "c2", "C2"), Membership("b1"), Membership("b2"), Membership("b4")}),
+        frozenset({("b2", "b1", "b4")}),
+        frozenset({"rocketmq-4.9", "rocketmq-5"}),
+    )
+    assert unit_facts(events, "rocketmq-4.9", holders, {A: 10}) == {A: WindowFacts(whole_a, since_start), B: WindowFacts(whole_b)}
 
 
 def _body(body_id: str, *topics: str, keys: list[str] | None = None) -> dict[str, Any]:

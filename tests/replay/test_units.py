@@ -3,7 +3,7 @@ rules of pipelines/replay/units.py (each rule alone, then the capacity fallback,
 
 from __future__ import annotations
 
-from pipelines.replay.units import BASE_UNIT, KV_UNIT, Membership, UnitFacts, UnitMap, assign_units, carries_over
+from pipelines.replay.units import BASE_UNIT, KV_UNIT, CarriedFacts, Membership, UnitFacts, UnitMap, WindowFacts, assign_units, carries_over
 
 
 def test_groups_that_share_nothing_are_units_of_their_own() -> None:
@@ -71,7 +71,28 @@ def test_units_carry_over_a_window_unless_two_merge() -> None:
     # so that unit is replayed again (None); c resumes as before
     merged = grown | UnitFacts(topic_groups=frozenset({("b", "a")}))
     assert carries_over(grown.assign(), merged.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": None, "c": "c"}
-    # a unit that split (facts never shrink, so only by hand): every unit holding its groups again
+    # a unit that split: every unit holding its groups again
     one = UnitMap(by_broker_name={"a": "a", "b": "a", "c": "c"}, by_addr={}, by_conn={}, whole_namesrv=False)
     two = UnitMap(by_broker_name={"a": "a", "b": "b", "c": "c"}, by_addr={}, by_conn={}, whole_namesrv=False)
     assert carries_over(one, two) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": None, "b": None, "c": "c"}
+    # a group without a record since the last start is in no unit: the others resume
+    left = UnitMap(by_broker_name={"b": "b", "c": "c"}, by_addr={}, by_conn={}, whole_namesrv=False)
+    assert carries_over(one, left) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "b": "a", "c": "c"}
+
+
+def test_a_start_drops_the_facts_before_it_for_the_windows_after() -> None:
+    linked = UnitFacts(frozenset({Membership("a", "10.0.0.1:1", "c-a", "C"), Membership("b", "10.0.0.1:1", "c-b", "C")}))
+    apart = UnitFacts(frozenset({Membership("a", "10.0.0.2:1", "c-a2", "C"), Membership("b", "10.0.0.3:1", "c-b2", "C")}))
+    first = CarriedFacts.after(None, WindowFacts(linked))
+    assert first == CarriedFacts(linked, linked)
+    # a window with a start after the link: its units still see the link, the next window's do not
+    restarted = CarriedFacts.after(first, WindowFacts(linked | apart, apart))
+    assert restarted == CarriedFacts(linked | apart, apart)
+    assert set(restarted.assigned.assign().by_broker_name.values()) == {"a"}
+    following = CarriedFacts.after(restarted, WindowFacts(UnitFacts()))
+    assert following == CarriedFacts(apart, apart)
+    assert carries_over(restarted.assigned.assign(), following.assigned.assign()) == {KV_UNIT: KV_UNIT, BASE_UNIT: BASE_UNIT, "a": None, "b": None}
+    # without a start, facts only grow
+    assert CarriedFacts.after(following, WindowFacts(linked)) == CarriedFacts(apart | linked, apart | linked)
+    # a row stored before the epoch was kept is both
+    assert CarriedFacts.loaded(linked) == CarriedFacts(linked, linked) and CarriedFacts.loaded(first) is first
