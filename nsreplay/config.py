@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
 try:  # Python 3.11+
     import tomllib
@@ -30,6 +30,8 @@ def _project_root() -> Path:
 PROJECT_ROOT = _project_root()
 
 PROFILES = ("rocketmq-4.9", "rocketmq-5")
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -176,8 +178,10 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
 
 
-def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Settings:
-    """Load and validate the configuration for ``env`` (default: ``$NSREPLAY_ENV`` or ``local``)."""
+def _layered(env: str | None, conf_dir: Path | None) -> tuple[str, Path, dict[str, Any]]:
+    """(env, conf folder, the merged TOML): ``conf/base/nsreplay.toml`` overlaid key by key with
+    ``conf/<env>/nsreplay.toml`` (``env`` default ``$NSREPLAY_ENV`` or ``local``, ``conf_dir``
+    default ``$NSREPLAY_CONF_DIR`` or the project's ``conf``)."""
     env = env or os.environ.get("NSREPLAY_ENV", "local")
     conf_dir = Path(conf_dir or os.environ.get("NSREPLAY_CONF_DIR", PROJECT_ROOT / "conf"))
     base_file = conf_dir / "base" / "nsreplay.toml"
@@ -190,6 +194,19 @@ def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Setti
             raw = _merge(raw, tomllib.loads(env_file.read_text()))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"malformed configuration: {exc}") from exc
+    return env, conf_dir, raw
+
+
+def load_section(cls: type[T], name: str, env: str | None = None, conf_dir: Path | None = None) -> T:
+    """The one section ``[name]`` of the layered configuration as the dataclass ``cls`` (every field
+    required; ``cls`` validates its values), for a process that needs no other section: the other
+    sections are not read, so their errors do not stop it. Raises ConfigError."""
+    return _section(cls, _layered(env, conf_dir)[2], name)
+
+
+def load_settings(env: str | None = None, conf_dir: Path | None = None) -> Settings:
+    """Load and validate the configuration for ``env`` (default: ``$NSREPLAY_ENV`` or ``local``)."""
+    env, conf_dir, raw = _layered(env, conf_dir)
     settings = Settings(
         env=env,
         conf_dir=conf_dir,

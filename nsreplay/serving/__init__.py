@@ -10,7 +10,8 @@
   published run in memory (columnar, sorted by key and valid_from), O(log n) point-in-time lookups,
   rendered route answers cached per (topic, state segment); answers exactly like HistorySource.
 * :mod:`~nsreplay.serving.http_api` - the HTTP API (interfaces.md §2) on aiohttp;
-  :mod:`~nsreplay.serving.openapi` - its OpenAPI document (``GET /openapi.json``).
+  :mod:`~nsreplay.serving.openapi` - its OpenAPI document (``GET /openapi.json``);
+  :mod:`~nsreplay.serving.config` - its limits, the ``[serve]`` section of ``conf/``.
 * :mod:`~nsreplay.serving.server` - ``nsreplay serve``: HTTP and remoting on one event loop, hot
   reload of newer publishes; :mod:`~nsreplay.serving.bench` - ``nsreplay bench serve``.
 """

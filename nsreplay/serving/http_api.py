@@ -15,6 +15,14 @@ Contract (the OpenAPI document in :mod:`nsreplay.serving.openapi` is the detaile
   an answer half way;
 * ``/v1/tables`` and ``/v1/history`` answer from a worker thread: a read of the broker-live table's
   files or a long history never holds up the route lookups on the event loop.
+* ``/v1/history/route/{topic}`` is bounded by :class:`~nsreplay.serving.config.ServeConfig`: a
+  window whose answer would hold more than ``history_max_changes`` changes (or need more than
+  ``history_max_examined`` instants examined) is refused 400 with the setting, its value and the
+  URL of the first page, before any file is read; with ``limit=N`` the request pages: 200 with the
+  changes of ``[from, X-Nsreplay-To]`` (every one of them: a page is the whole answer of that
+  window) and ``Link: <next>; rel="next"`` while the window goes on. Every history answer says the
+  window it answers whole (``X-Nsreplay-From``, ``X-Nsreplay-To``). A ``run`` other than the run
+  served (a page of a run since replaced by a newer publish) → 409, never a page of another run.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import orjson
 from aiohttp import web
@@ -30,11 +38,12 @@ from aiohttp import web
 from nsreplay.history import OutsideCoverageError
 from nsreplay.model import ResponseCode
 from nsreplay.runtime import UsageError, format_ms, parse_time
-from nsreplay.serving.index import RouteIndex, UnknownTableError
+from nsreplay.serving.config import ServeConfig, load_serve_config
+from nsreplay.serving.index import STOPPED_BY_CHANGES, STOPPED_BY_EXAMINED, HistoryPage, HistoryTooLongError, RouteIndex, UnknownTableError
 from nsreplay.serving.openapi import HISTORY_PARAMS, ROUTE_PARAMS, openapi_document
 from nsreplay.serving.stored import StoredReadError
 
-__all__ = ["BadRequest", "make_app"]
+__all__ = ["BadRequest", "RunChanged", "make_app"]
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +53,32 @@ IndexGetter = Callable[[], RouteIndex]
 
 
 class BadRequest(ValueError):
-    """A request parameter is wrong (400); the message says which and why."""
+    """A request parameter is wrong (400); the message says which and why, ``details`` are further
+    fields of the JSON answer (e.g. how to ask instead)."""
+
+    def __init__(self, message: str, details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details: Mapping[str, Any] = details or {}
 
 
-def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps({"error": message}), content_type=_JSON, headers=headers)
+class RunChanged(LookupError):
+    """The request names a run (``run``) other than the run served (409): the page it continues
+    belongs to a history since replaced by a newer publish. ``details``: ``{"run": served run}``."""
+
+    def __init__(self, message: str, details: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
 
 
-def _ok(body: bytes, index: RouteIndex, at: int | None = None, status: int = 200) -> web.Response:
-    headers = {"X-Nsreplay-Run": index.run_id}
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None, details: Mapping[str, Any] | None = None) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps({"error": message, **(details or {})}), content_type=_JSON, headers=headers)
+
+
+def _ok(body: bytes, index: RouteIndex, at: int | None = None, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    out = {"X-Nsreplay-Run": index.run_id, **(headers or {})}
     if at is not None:
-        headers["X-Nsreplay-At"] = str(at)
-    return web.Response(status=status, body=body, content_type=_JSON, charset="utf-8", headers=headers)
+        out["X-Nsreplay-At"] = str(at)
+    return web.Response(status=status, body=body, content_type=_JSON, charset="utf-8", headers=out)
 
 
 def _query(request: web.Request, allowed: tuple[str, ...]) -> dict[str, str]:
@@ -113,18 +136,80 @@ def _text(value: str, what: str) -> str:
     return value
 
 
+def _limit(params: Mapping[str, str], most: int) -> int | None:
+    """The ``limit`` parameter (None when absent): a whole number from 1 to ``most``, else 400."""
+    text = params.get("limit")
+    if text is None:
+        return None
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 12 and 1 <= int(digits) <= most):
+        raise BadRequest(f"limit: {text[:40]!r} is not a whole number from 1 to {most} "
+                         f"(the most changes one answer holds: [serve] history_max_changes = {most})")
+    return int(digits)
+
+
+def _check_run(index: RouteIndex, params: Mapping[str, str]) -> None:
+    """Raise RunChanged when the request names a run (``run``) other than the one served."""
+    run = params.get("run")
+    if run is not None and _text(run, "run") != index.run_id:
+        raise RunChanged(
+            f"run {run[:100]!r} is not the run served ({index.run_id!r}: a newer publish replaces the run served, and its history "
+            "may differ), so pages of the two runs may not join: ask the window again from its start (run omitted, or this one)",
+            {"run": index.run_id},
+        )
+
+
+#: The ``[serve]`` setting that bounds each reason a route history stops (HistoryTooLongError.stopped_by).
+_SETTING_OF = {STOPPED_BY_CHANGES: "history_max_changes", STOPPED_BY_EXAMINED: "history_max_examined"}
+
+
+def _too_long(exc: HistoryTooLongError, first_page: str) -> BadRequest:
+    """The 400 for a window that cannot be answered in one answer: the setting met and its value,
+    the URL of the first page (``first_page``) and the end of the longest head of the window that
+    one answer holds (``fits_to``)."""
+    setting = _SETTING_OF[exc.stopped_by]
+    what = "route changes" if exc.stopped_by == STOPPED_BY_CHANGES else "instants at which the route may change (to examine)"
+    message = (
+        f"the window {format_ms(exc.start)} .. {format_ms(exc.end)} holds more {what} than one answer may "
+        f"([serve] {setting} = {exc.limit}): page through it with limit (first_page; each page's Link header "
+        f"rel=\"next\" names the next), or ask a narrower window (to={exc.through} fits)"
+    )
+    return BadRequest(message, {"setting": setting, "value": exc.limit, "first_page": first_page, "fits_to": exc.through})
+
+
+def _history_url(request: web.Request, namesrv: str, start: int, end: int, limit: int | None, run: str) -> str:
+    """This request's path asking the window ``[start, end]`` (epoch ms) of ``namesrv`` from ``run``,
+    ``limit`` changes a page (None: the whole window), as a URL relative to the server."""
+    query = [("namesrv", namesrv), ("from", str(start)), ("to", str(end))]
+    if limit is not None:
+        query.append(("limit", str(limit)))
+    query.append(("run", run))
+    return str(request.rel_url.with_query(query))
+
+
+def _history_body(page: HistoryPage) -> bytes:
+    return orjson.dumps([
+        {"ts": c.ts, "time": format_ms(c.ts), "tick_ts": c.tick_ts, "code": c.answer.code,
+         "route": orjson.Fragment(c.answer.body) if c.answer.code == ResponseCode.SUCCESS and c.answer.body else None,
+         "changes": list(c.changes)}
+        for c in page.changes
+    ])
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Map every failure to a JSON answer: 400 bad parameter, 404 not covered/unknown, 405 method,
-    aiohttp's own 4xx as they are, 503 when published files cannot be read (logged); anything
-    unexpected is logged and answered 500 (a bug)."""
+    """Map every failure to a JSON answer: 400 bad parameter (or a window beyond the limits), 404 not
+    covered/unknown, 405 method, 409 a run no longer served, aiohttp's own 4xx as they are, 503 when
+    published files cannot be read (logged); anything unexpected is logged and answered 500 (a bug)."""
     try:
         return await handler(request)
     except BadRequest as exc:
-        return _error(400, str(exc))
+        return _error(400, str(exc), details=exc.details)
+    except RunChanged as exc:
+        return _error(409, str(exc), details=exc.details)
     except (OutsideCoverageError, UnknownTableError) as exc:
         return _error(404, str(exc))
     except web.HTTPMethodNotAllowed as exc:
@@ -145,8 +230,10 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(500, "internal error (logged by the server)")
 
 
-def make_app(get_index: IndexGetter) -> web.Application:
-    """The aiohttp application answering from ``get_index()`` (called once per request)."""
+def make_app(get_index: IndexGetter, config: ServeConfig | None = None) -> web.Application:
+    """The aiohttp application answering from ``get_index()`` (called once per request), within the
+    limits of ``config`` (default: :func:`~nsreplay.serving.config.load_serve_config`)."""
+    limits = config or load_serve_config()
     documents: dict[str, bytes] = {}
 
     def document(index: RouteIndex) -> bytes:
@@ -156,7 +243,8 @@ def make_app(get_index: IndexGetter) -> web.Application:
             instants = [format_ms(c.from_ts + (c.to_ts - c.from_ts) // 3) for c in covered[:1]] + [str(c.to_ts) for c in covered[:1]]
             topics = sorted({t for c in covered for t in index.topic_names(c.namesrv)})[:3]
             documents.clear()
-            documents[index.run_id] = orjson.dumps(openapi_document(namesrvs=[c.namesrv for c in covered], instants=instants, topics=topics))
+            documents[index.run_id] = orjson.dumps(openapi_document(namesrvs=[c.namesrv for c in covered], instants=instants, topics=topics,
+                                                                    run_id=index.run_id, history_max_changes=limits.history_max_changes))
         return documents[index.run_id]
 
     async def namesrvs(request: web.Request) -> web.Response:
@@ -215,14 +303,20 @@ def make_app(get_index: IndexGetter) -> web.Application:
         t_from, t_to = _time(params, "from"), _time(params, "to")
         if t_from is not None and t_to is not None and t_from > t_to:
             raise BadRequest(f"from ({t_from}) is after to ({t_to})")
-        changes = await asyncio.to_thread(index.route_history, namesrv, topic, t_from, t_to)  # a long range renders many answers
-        body = [
-            {"ts": c.ts, "time": format_ms(c.ts), "tick_ts": c.tick_ts, "code": c.answer.code,
-             "route": orjson.Fragment(c.answer.body) if c.answer.code == ResponseCode.SUCCESS and c.answer.body else None,
-             "changes": list(c.changes)}
-            for c in changes
-        ]
-        return _ok(orjson.dumps(body), index)
+        limit = _limit(params, limits.history_max_changes)
+        _check_run(index, params)
+        try:  # a worker thread: a long window renders many answers and reads the change rows
+            page = await asyncio.to_thread(
+                index.route_history_page, namesrv, topic, t_from, t_to,
+                max_changes=limit or limits.history_max_changes, max_examined=limits.history_max_examined, whole=limit is None,
+            )
+        except HistoryTooLongError as exc:
+            first_page = _history_url(request, namesrv, exc.start, exc.end, limits.history_max_changes, index.run_id)
+            raise _too_long(exc, first_page) from None
+        headers = {"X-Nsreplay-From": str(page.start), "X-Nsreplay-To": str(page.through)}
+        if not page.complete:
+            headers["Link"] = f'<{_history_url(request, namesrv, page.through + 1, page.end, limit, index.run_id)}>; rel="next"'
+        return _ok(_history_body(page), index, headers=headers)
 
     async def openapi_json(request: web.Request) -> web.Response:
         index = get_index()

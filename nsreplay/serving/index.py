@@ -5,6 +5,7 @@
     index.cluster(ns, t, request_version=401, shape="standard")
     index.table_rows(ns, "brokerLiveTable", t)        # (instant, tick the state reflects, rows alive at it)
     index.route_history(ns, "orders", t0, t1)         # instants where the route answer changed
+    index.route_history_page(ns, "orders", t0, t1, max_changes=100, max_examined=1000)   # a bounded part of them
 
 Contract:
 
@@ -38,6 +39,13 @@ Contract:
   starts or ends (:meth:`RouteIndex._route_instants`); rendered answers are cached per (NameServer,
   topic, shape, segment between two such instants), which keeps the cache exact, so a repeated
   lookup costs one bisection.
+* A route history's work is bounded by what it is asked for, not by the window's length
+  (:meth:`RouteIndex.route_history_page`): it renders the answer at the instants where it may change
+  in the window, in time order, and stops after ``max_examined`` of them or when it finds a change
+  beyond ``max_changes``; only then does it read the change rows, of the changes it returns. Which
+  instants are changes does not depend on the window (the answer at ``ts`` differs from the answer at
+  ``ts - 1``), so a window split anywhere gives the same changes, none lost or repeated: the pages
+  of a window are the answers of consecutive windows.
 * Immutable after :meth:`RouteIndex.load`; safe to share between threads and event loops.
 """
 
@@ -84,11 +92,15 @@ from schemas.gold import (
 )
 
 __all__ = [
+    "HistoryPage",
+    "HistoryTooLongError",
     "IndexBuildError",
     "OutsideRangeError",
     "RESIDENT",
     "RouteChange",
     "RouteIndex",
+    "STOPPED_BY_CHANGES",
+    "STOPPED_BY_EXAMINED",
     "TABLES",
     "UnknownNamesrvError",
     "UnknownTableError",
@@ -129,6 +141,27 @@ class IndexBuildError(RuntimeError):
     """The published tables cannot be indexed (e.g. a history spanning more than 34 years)."""
 
 
+#: Why a route history stopped before the end of its window (:attr:`HistoryPage.stopped_by`).
+STOPPED_BY_CHANGES = "changes"
+STOPPED_BY_EXAMINED = "examined"
+
+
+class HistoryTooLongError(ValueError):
+    """A route history window asked for whole cannot be answered within its bounds
+    (:meth:`RouteIndex.route_history_page` with ``whole=True``). Nothing was read from storage.
+
+    ``start``/``end``: the window; ``through``: the end of its longest head that can be answered
+    whole (``[start, through]``); ``stopped_by``: :data:`STOPPED_BY_CHANGES` (a change beyond
+    ``limit`` follows) or :data:`STOPPED_BY_EXAMINED` (``limit`` instants examined)."""
+
+    def __init__(self, namesrv: str, topic: str, start: int, end: int, through: int, stopped_by: str, limit: int) -> None:
+        self.namesrv, self.topic = namesrv, topic
+        self.start, self.end, self.through = start, end, through
+        self.stopped_by, self.limit = stopped_by, limit
+        what = "route changes" if stopped_by == STOPPED_BY_CHANGES else "instants at which the route may change"
+        super().__init__(f"the window [{start}, {end}] of {topic!r} on {namesrv} needs more than {limit} {what}; [{start}, {through}] does not")
+
+
 @dataclass(frozen=True)
 class _Epoch:
     start_ts: int
@@ -153,6 +186,26 @@ class RouteChange:
     tick_ts: int | None
     answer: Answer
     changes: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """The route changes of the window ``[start, end]`` that lie in ``[start, through]``: exactly what
+    :meth:`RouteIndex.route_history` answers for the window ``[start, through]``.
+
+    ``through == end`` (``stopped_by`` None) when the whole window is answered; otherwise the rest is
+    the window ``[through + 1, end]`` and ``stopped_by`` says which bound ended this part."""
+
+    start: int
+    end: int
+    through: int
+    stopped_by: str | None
+    changes: list[RouteChange]
+
+    @property
+    def complete(self) -> bool:
+        """Whether the page answers the whole window."""
+        return self.stopped_by is None
 
 
 class _Intervals:
@@ -620,9 +673,7 @@ class RouteIndex:
         t = self.check(namesrv, t)
         if (namesrv, topic) not in self._topic_keys:  # never had a route: not cached (any string may come)
             return route_info(_empty_snapshot(self._epoch(namesrv, t)), topic, request_version=request_version, shape=shape)
-        instants = self._instants.get((namesrv, topic))
-        if instants is None:
-            instants = self._instants[(namesrv, topic)] = self._route_instants(namesrv, topic).tolist()
+        instants = self._instants_of(namesrv, topic)
         legacy = request_version < STANDARD_JSON_MIN_VERSION if shape == "auto" else shape == "legacy"
         cache_key = (namesrv, topic, legacy, bisect.bisect_right(instants, t))
         answer = self._cache.get(cache_key)
@@ -757,24 +808,81 @@ class RouteIndex:
         with the route after the change and the ``gold.route_changes`` rows of that instant that
         touch the topic (its QueueDatas and order conf, the BrokerData of its brokerNames, filter
         servers), in (ts, phase, record_rank, table, key) order. ``None`` bounds are the covered
-        range's ends. Raises :class:`~nsreplay.serving.stored.StoredReadError` when the published
-        files of ``gold.route_changes`` cannot be read."""
+        range's ends. Unbounded: the shim's HTTP API asks :meth:`route_history_page` instead. Raises
+        :class:`~nsreplay.serving.stored.StoredReadError` when the published files of
+        ``gold.route_changes`` cannot be read."""
+        return self.route_history_page(namesrv, topic, t_from, t_to).changes
+
+    def route_history_page(
+        self, namesrv: str, topic: str, t_from: int | None, t_to: int | None, *,
+        max_changes: int | None = None, max_examined: int | None = None, whole: bool = False,
+    ) -> HistoryPage:
+        """The changes of :meth:`route_history` for the window ``[t_from, t_to]``, from its start, at
+        most ``max_changes`` of them and found by examining at most ``max_examined`` instants at which
+        the route may change (None: no bound), in a :class:`HistoryPage` that says up to which instant
+        the window is answered. Each bound, when given, must be >= 1, so a page always answers at
+        least its first instant and the next page (``t_from = through + 1``) starts later.
+
+        The work is the examined instants' renders plus one read of the change rows of the changes
+        returned. With ``whole=True`` a window that cannot be answered whole within the bounds raises
+        :class:`HistoryTooLongError` before anything is read from storage. Raises
+        :class:`~nsreplay.history.OutsideCoverageError` (unknown NameServer, bound outside the covered
+        range), ValueError (``t_from`` after ``t_to``, a bound < 1) and
+        :class:`~nsreplay.serving.stored.StoredReadError` like :meth:`route_history`."""
+        for name, bound in (("max_changes", max_changes), ("max_examined", max_examined)):
+            if bound is not None and bound < 1:
+                raise ValueError(f"{name} must be >= 1, not {bound}")
+        start, end = self._window(namesrv, t_from, t_to)
+        changed, through, stopped_by = self._changed_answers(namesrv, topic, start, end, max_changes, max_examined)
+        if whole and stopped_by is not None:
+            limit = max_changes if stopped_by == STOPPED_BY_CHANGES else max_examined
+            assert limit is not None
+            raise HistoryTooLongError(namesrv, topic, start, end, through, stopped_by, limit)
+        rows = self._changes_at(namesrv, topic, [ts for ts, _ in changed])
+        changes = [RouteChange(ts, self._epoch(namesrv, ts).tick_at(ts), answer, rows.get(ts, ())) for ts, answer in changed]
+        return HistoryPage(start, end, through, stopped_by, changes)
+
+    def _window(self, namesrv: str, t_from: int | None, t_to: int | None) -> tuple[int, int]:
+        """``[t_from, t_to]`` checked against ``namesrv``'s covered range, ``None`` ends being its ends."""
         cov = self._coverage.get(namesrv)
         start = self.check(namesrv, t_from if t_from is not None else (cov.from_ts if cov else None))
         end = self.check(namesrv, t_to)
         if start > end:
             raise ValueError(f"from ({start}) is after to ({end})")
-        instants = self._route_instants(namesrv, topic)
-        instants = instants[(instants >= start) & (instants <= end)]
-        changed: list[tuple[int, Answer]] = []
+        return start, end
+
+    def _changed_answers(
+        self, namesrv: str, topic: str, start: int, end: int, max_changes: int | None, max_examined: int | None
+    ) -> tuple[list[tuple[int, Answer]], int, str | None]:
+        """(the instants in ``[start, through]`` at which the route answer changed, with the answer from
+        then on; ``through``; why it is before ``end``, or None). Examines the instants at which the
+        answer may change in time order and stops before the first one beyond ``max_examined``, or at
+        a change beyond ``max_changes``; ``through`` is then the instant before that one."""
+        instants = self._instants_of(namesrv, topic)
+        lo, hi = bisect.bisect_left(instants, start), bisect.bisect_right(instants, end)
         previous = self._route_or_missing(namesrv, topic, start - 1)
-        for ts in instants.tolist():
+        changed: list[tuple[int, Answer]] = []
+        for i in range(lo, hi):  # indices, not a slice: no copy of the window's instants
+            ts = instants[i]
+            if max_examined is not None and i - lo >= max_examined:
+                return changed, ts - 1, STOPPED_BY_EXAMINED
             answer = self.route(namesrv, topic, ts, request_version=401, shape="standard")
             if answer != previous:
+                if max_changes is not None and len(changed) >= max_changes:
+                    return changed, ts - 1, STOPPED_BY_CHANGES
                 changed.append((ts, answer))
             previous = answer
-        rows = self._changes_at(namesrv, topic, [ts for ts, _ in changed])
-        return [RouteChange(ts, self._epoch(namesrv, ts).tick_at(ts), answer, rows.get(ts, ())) for ts, answer in changed]
+        return changed, end, None
+
+    def _instants_of(self, namesrv: str, topic: str) -> list[int]:
+        """:meth:`_route_instants` as a sorted list, kept for the topics the NameServer had (any
+        string may be asked: another topic's are computed per request, never kept)."""
+        if (namesrv, topic) not in self._topic_keys:
+            return self._route_instants(namesrv, topic).tolist()
+        instants = self._instants.get((namesrv, topic))
+        if instants is None:
+            instants = self._instants[(namesrv, topic)] = self._route_instants(namesrv, topic).tolist()
+        return instants
 
     # -- helpers --------------------------------------------------------------------------------------
 

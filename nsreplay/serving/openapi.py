@@ -13,7 +13,7 @@ __all__ = ["openapi_document", "ROUTE_PARAMS", "HISTORY_PARAMS", "TABLE_NAMES"]
 
 TABLE_NAMES = ("topicQueueTable", "brokerAddrTable", "clusterAddrTable", "brokerLiveTable", "filterServerTable", "orderTopicConf")
 ROUTE_PARAMS = ("namesrv", "at")
-HISTORY_PARAMS = ("namesrv", "from", "to")
+HISTORY_PARAMS = ("namesrv", "from", "to", "limit", "run")
 
 _TIME = (
     "ISO-8601 with an offset or `Z` (e.g. `2024-11-21T03:12:05.250Z`; without an offset it means UTC) "
@@ -56,12 +56,15 @@ _ERRORS = {
 
 
 def _get(summary: str, description: str, parameters: list[dict[str, Any]], ok: dict[str, Any], not_found: dict[str, Any] | None = None,
-         unavailable: dict[str, Any] | None = None) -> dict[str, Any]:
+         unavailable: dict[str, Any] | None = None, others: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A GET operation: 200 ``ok``, the common errors, ``not_found``/``unavailable`` as 404/503, and
+    ``others`` (status → response) replacing or adding answers."""
     responses = {"200": ok, **_ERRORS}
     if not_found is not None:
         responses["404"] = not_found
     if unavailable is not None:
         responses["503"] = unavailable
+    responses.update(others or {})
     return {"get": {"summary": summary, "description": description, "parameters": parameters, "responses": responses}}
 
 
@@ -74,6 +77,27 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["error"],
         "properties": {"error": {"type": "string", "description": "What is wrong, in one line."}},
+    },
+    "HistoryTooLong": {
+        "type": "object",
+        "description": "A route history window whose answer would exceed a limit of the shim (nothing was read).",
+        "required": ["error", "setting", "value", "first_page", "fits_to"],
+        "properties": {
+            "error": {"type": "string", "description": "What is wrong and how to proceed, in one line."},
+            "setting": {"type": "string", "enum": ["history_max_changes", "history_max_examined"],
+                        "description": "The `[serve]` setting of the shim's configuration (`conf/base/nsreplay.toml`) that the window exceeds."},
+            "value": {"type": "integer", "description": "Its value."},
+            "first_page": {"type": "string", "description": "The URL (relative to the server) of the first page of the same window: the same request with `limit` = `history_max_changes`, explicit `from`/`to` and `run`."},
+            "fits_to": {"type": "integer", "description": "The greatest `to` (epoch ms) for which the window from the same `from` is answered in one answer."},
+        },
+    },
+    "RunChanged": {
+        "type": "object",
+        "required": ["error", "run"],
+        "properties": {
+            "error": {"type": "string"},
+            "run": {"type": "string", "description": "The run served now."},
+        },
     },
     "TopicNotExist": {
         "type": "object",
@@ -199,10 +223,67 @@ def _with_examples(param: dict[str, Any], values: Sequence[str]) -> dict[str, An
     return {**param, "examples": {f"e{i}": {"value": v} for i, v in enumerate(values)}}
 
 
-def openapi_document(*, namesrvs: Sequence[str] = (), instants: Sequence[str] = (), topics: Sequence[str] = ()) -> dict[str, Any]:
+def _history(topic: dict[str, Any], namesrv: dict[str, Any], instants: Sequence[str], run_id: str | None, max_changes: int) -> dict[str, Any]:
+    """The operation ``/v1/history/route/{topic}``: a window's changes, refused beyond the shim's
+    limits unless paged with ``limit`` (see :mod:`nsreplay.serving.http_api`)."""
+    window_headers = {
+        "X-Nsreplay-From": {"description": "The start of the window this answer holds every change of (epoch ms): `from`.", "schema": {"type": "integer"}},
+        "X-Nsreplay-To": {"description": "Its end (epoch ms): `to`, or, for a page that is not the last, the instant before the next page.", "schema": {"type": "integer"}},
+        "Link": {"description": "With `limit`, while the window goes on: `<URL>; rel=\"next\"`, the next page (a URL relative to the server, "
+                 "with explicit `from`/`to`/`limit` and `run`). Absent on the last page.", "schema": {"type": "string"}},
+    }
+    ok = _json({"type": "array", "items": _ref("RouteChange")},
+               "The changes of the window `[X-Nsreplay-From, X-Nsreplay-To]`, oldest first (empty when none): without `limit` the whole "
+               "window asked; with `limit` a page, the whole answer for its part of the window.")
+    ok["headers"] = window_headers
+    parameters = [
+        topic, namesrv,
+        _with_examples(_time_param("from", "Start of the window (inclusive). Omitted: the start of the covered range."), instants[:1]),
+        _with_examples(_time_param("to", "End of the window (inclusive). Omitted: the end of the covered range."), instants[1:2]),
+        {"name": "limit", "in": "query", "required": False,
+         "description": f"Page through the window: at most this many changes per answer (1 to {max_changes}, the shim's `[serve] history_max_changes`). "
+                        "A page holds every change of its part of the window (`X-Nsreplay-From` .. `X-Nsreplay-To`); it may hold fewer "
+                        "than `limit` changes (the shim examined `[serve] history_max_examined` instants) and still name a next page. "
+                        "Follow `Link: rel=\"next\"` until there is none: the pages join into exactly the window's answer, no change "
+                        "repeated or left out (changes at one instant are one entry, never split).",
+         "schema": {"type": "integer", "minimum": 1, "maximum": max_changes}},
+        _with_examples({"name": "run", "in": "query", "required": False,
+                        "description": "Answer only from this published run (the `X-Nsreplay-Run` of the first page; next links carry it): "
+                                       "another run served since (a newer publish) answers 409 instead of a page that may not join the others.",
+                        "schema": {"type": "string"}}, [run_id] if run_id else []),
+    ]
+    return _get(
+        "How a topic's route changed over a window",
+        "Every instant `ts` with `from <= ts <= to` at which the route answer (the body of `/v1/route/{topic}`, or "
+        "TOPIC_NOT_EXIST) differs from the answer at `ts - 1`, oldest first, each with the answer from then on and "
+        "the gold change rows that caused it. Before a NameServer's first record its tables are empty (the topic "
+        "does not exist), so a route present at the start of the covered range is reported at `from`. Changes that "
+        "leave the answer identical (e.g. heartbeats) are not listed. "
+        f"One answer holds at most {max_changes} changes (`[serve] history_max_changes`) and examines at most "
+        "`[serve] history_max_examined` instants at which the route may change: a window beyond either is refused (400, "
+        "`HistoryTooLong`, before anything is read) unless the request pages through it with `limit`.",
+        parameters,
+        ok,
+        unavailable=_json(_ref("Error"), "The shim reads the change rows (gold.route_changes) from the published files per "
+                          "request, and they cannot be read (removed by a vacuum, storage unreachable; the message says "
+                          "which). Point lookups still answer."),
+        others={
+            "400": _json({"anyOf": [_ref("Error"), _ref("HistoryTooLong")]},
+                         "A bad parameter (as for every endpoint, and `limit` not a whole number from 1 to "
+                         f"{max_changes}), or, without `limit`, a window beyond a limit of the shim (`HistoryTooLong`: the setting, "
+                         "its value, the URL of the first page and the greatest `to` that fits)."),
+            "409": _json(_ref("RunChanged"), "`run` is not the run served (a newer publish replaced it): ask the window again from its start."),
+        },
+    )
+
+
+def openapi_document(*, history_max_changes: int, namesrvs: Sequence[str] = (), instants: Sequence[str] = (), topics: Sequence[str] = (),
+                     run_id: str | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the HTTP API for a run covering ``namesrvs``: ``namesrv`` is
     required when there are several; the values also become parameter examples (the server passes
-    the NameServers, some covered instants and topics of the run it serves)."""
+    the NameServers, some covered instants, topics and the id of the run it serves), and
+    ``history_max_changes`` is the largest ``limit`` of a route history page (the server's
+    ``[serve]`` setting)."""
     topic = _with_examples(
         _path_param("topic", "The topic name (any string; an unknown topic answers 404 code 17).", {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}),
         topics,
@@ -261,20 +342,7 @@ def openapi_document(*, namesrvs: Sequence[str] = (), instants: Sequence[str] = 
                 unavailable=_json(_ref("Error"), "brokerLiveTable only: the shim reads it from the published files per request, and they "
                                   "cannot be read (removed by a vacuum, storage unreachable; the message says which). Other tables still answer."),
             ),
-            "/v1/history/route/{topic}": _get(
-                "How a topic's route changed over a window",
-                "Every instant `ts` with `from <= ts <= to` at which the route answer (the body of `/v1/route/{topic}`, or "
-                "TOPIC_NOT_EXIST) differs from the answer at `ts - 1`, oldest first, each with the answer from then on and "
-                "the gold change rows that caused it. Before a NameServer's first record its tables are empty (the topic "
-                "does not exist), so a route present at the start of the covered range is reported at `from`. Changes that "
-                "leave the answer identical (e.g. heartbeats) are not listed.",
-                [topic, namesrv, _with_examples(_time_param("from", "Start of the window (inclusive). Omitted: the start of the covered range."), instants[:1]),
-                 _with_examples(_time_param("to", "End of the window (inclusive). Omitted: the end of the covered range."), instants[1:2])],
-                _json({"type": "array", "items": _ref("RouteChange")}, "The changes, oldest first (empty when none)."),
-                unavailable=_json(_ref("Error"), "The shim reads the change rows (gold.route_changes) from the published files per "
-                                  "request, and they cannot be read (removed by a vacuum, storage unreachable; the message says "
-                                  "which). Point lookups still answer."),
-            ),
+            "/v1/history/route/{topic}": _history(topic, namesrv, instants, run_id, history_max_changes),
             "/openapi.json": _get("This document", "The OpenAPI document of this API.", [], _json({"type": "object"}, "The document.")),
         },
         "components": {"schemas": _SCHEMAS},

@@ -4,9 +4,10 @@ asyncio event loop, over the latest published run of a warehouse.
     nsreplay serve --warehouse DIR [--http-port 8080] [--host 127.0.0.1]
                    [--remoting-port 9876 --namesrv ADDR --as-of TIME] [--reload-interval 5]
 
-* Startup: index the latest published run (:class:`RouteIndex`; nothing published → a one-line
-  error, exit 1), check ``--namesrv``/``--as-of`` against its coverage, listen, print one line
-  saying what is served.
+* Startup: read the ``[serve]`` settings (:mod:`nsreplay.serving.config`; a bad one → a one-line
+  error, exit 1, before the warehouse is read), index the latest published run
+  (:class:`RouteIndex`; nothing published → a one-line error, exit 1), check
+  ``--namesrv``/``--as-of`` against its coverage, listen, print one line saying what is served.
 * Reload: every ``--reload-interval`` seconds the ``gold.publish_log`` version is read; when it
   changed and the latest publish names another run or other table versions (a compaction of the
   publish log changes its version, not its latest row), a new index is built in a worker thread
@@ -34,6 +35,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import UsageError, format_ms
 from nsreplay.serving import connections
+from nsreplay.serving.config import ServeConfig, load_serve_config
 from nsreplay.serving.http_api import make_app
 from nsreplay.serving.index import RouteIndex
 from nsreplay.storage import Warehouse
@@ -58,6 +60,8 @@ class ServeOptions:
     namesrv: str | None = None
     as_of: int | None = None
     reload_interval: float = 5.0
+    #: The ``[serve]`` limits; None: read from the configuration (conf/base + conf/<env>) at start.
+    config: ServeConfig | None = None
 
 
 class _MalformedRequestsOnOneLine(logging.Filter):
@@ -166,12 +170,13 @@ async def _start_remoting(holder: IndexHolder, options: ServeOptions, namesrv: s
 
 async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_ready: Callable[[Served], Awaitable[None] | None] | None = None) -> None:
     """Serve until ``stop`` is set (or the task is cancelled). ``http_port=0`` picks a free port."""
+    config = options.config or load_serve_config()  # ConfigError before the index is built
     holder = await asyncio.to_thread(IndexHolder.load, options.warehouse)
     index = holder.index
     remoting = _check_remoting(options, index) if options.remoting_port is not None else None
     stop = stop or asyncio.Event()
 
-    runner = web.AppRunner(make_app(holder.get), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG,
+    runner = web.AppRunner(make_app(holder.get, config), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG,
                            keepalive_timeout=HTTP_IDLE_TIMEOUT_S)
     await runner.setup()
     http_server: asyncio.AbstractServer | None = None

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pytest
 
@@ -43,12 +43,13 @@ class Served:
         return self.process.returncode
 
 
-def start_serve(root: str, *extra: str, timeout: float = 60.0) -> Served:
-    """Start ``nsreplay serve --warehouse root --http-port 0 ...`` and wait for its startup line."""
+def start_serve(root: str, *extra: str, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> Served:
+    """Start ``nsreplay serve --warehouse root --http-port 0 ...`` and wait for its startup line
+    (``env``: variables added to the environment, e.g. ``NSREPLAY_CONF_DIR``/``NSREPLAY_ENV``)."""
     command = [NSREPLAY] if NSREPLAY else [sys.executable, "-m", "nsreplay.cli"]
     process = subprocess.Popen(
         [*command, "serve", "--warehouse", root, "--http-port", "0", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
