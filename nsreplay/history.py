@@ -12,6 +12,11 @@ published (or failed half way) is invisible. "State at t" is the state after eve
 ``ts <= t`` and every scan tick ``<= t``: the interval rows with ``valid_from <= t < valid_to``.
 Answers are rendered by the reference model's renderer from that state, exactly as the NameServer
 would have answered (standard or legacy JSON by ``request_version``).
+
+The published versions' file lists and their files' ``valid_from`` / ``valid_to`` statistics are
+read from the Delta log once, when the history is opened; a read then opens only the files of the
+NameServer that may hold rows alive at its instants (:class:`nsreplay.serving.stored.StoredTable`),
+so an instant costs the files around it, not the months of history before and after it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from nsreplay.model import Answer, BrokerData, BrokerLiveInfo, DataVersion, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info
+from nsreplay.serving.stored import StoredTable
 from nsreplay.storage import ColumnRange, TableSpec, Warehouse, dataset, range_filter
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,
@@ -96,7 +102,12 @@ class PublishedHistory:
         self.run_id: str = latest["run_id"]
         self.versions: dict[str, int] = dict(latest["table_versions"])
         self._coverage = {c["namesrv"]: Coverage(c["namesrv"], c["from_ts"], c["to_ts"], c["profile"]) for c in latest["namesrvs"]}
-        self._datasets = {spec.name: dataset(spec, self._warehouse.files(spec, self.versions[spec.name])) for spec in _TABLES}
+        # each table's file list and its files' valid_from / valid_to statistics, read once: a read
+        # opens the files of one NameServer that may hold rows alive then, not its whole history
+        self._stored = {
+            spec.name: StoredTable(self._warehouse, spec, self.versions[spec.name], () if spec is NAMESRV_EPOCHS else ("valid_from", "valid_to"))
+            for spec in _TABLES
+        }
 
     def coverage(self) -> list[Coverage]:
         return [self._coverage[n] for n in sorted(self._coverage)]
@@ -112,10 +123,10 @@ class PublishedHistory:
     def _table(self, spec: TableSpec, namesrv: str, t: int | None = None, *, until: int | None = None) -> pa.Table:
         """``namesrv``'s rows of ``spec``: those alive at some instant of ``[t, until]`` (``until``
         None: at ``t``; ``t`` None: every row). Epochs are read whole."""
-        condition = pads.field("namesrv") == namesrv
+        ranges = []
         if t is not None and spec is not NAMESRV_EPOCHS:
-            condition = condition & (_alive(t) if until is None else _alive_between(t, until))
-        return self._datasets[spec.name].to_table(filter=condition)
+            ranges = [ColumnRange("valid_from", at_most=t if until is None else until), ColumnRange("valid_to", above=t, or_null=True)]
+        return self._stored[spec.name].read(namesrv, ranges, spec.column_names)
 
     def rows(self, spec: TableSpec, namesrv: str, t: int | None = None) -> list[dict[str, Any]]:
         """Rows of one published table for ``namesrv`` (alive at ``t`` when given)."""
