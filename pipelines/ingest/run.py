@@ -166,6 +166,19 @@ def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
     return warehouse.read(EVENTS, where=span).where(cond).select("record_id")
 
 
+def parse_options(settings: Settings) -> ParseOptions:
+    """What decides each line's verdict (accepted, or quarantined with a reason) under ``settings``:
+    the known codes and channel events, the row rules and the register body limits."""
+    ingest, quality = settings.ingest, settings.quality
+    return ParseOptions(
+        limits=ParserLimits(ingest.known_codes, frozenset(ingest.channel_events)),
+        rules=event_rules(min_ts=quality.min_ts, max_ts=quality.max_ts),
+        max_queue_nums=quality.max_queue_nums,
+        max_perm=quality.max_perm,
+        keep_bytes=ingest.quarantine_keep_bytes,
+    )
+
+
 def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, captures: str, run_id: str) -> IngestResult:
     """Ingest the capture files at ``captures`` under ``run_id`` (see module docstring)."""
     started = int(time.time() * 1000)
@@ -182,14 +195,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     ingest_date = _utc_date(started)
     ingest = settings.ingest
     clock = _Stopwatch()
-    rules = event_rules(min_ts=settings.quality.min_ts, max_ts=settings.quality.max_ts)
-    options = ParseOptions(
-        limits=ParserLimits(ingest.known_codes, frozenset(ingest.channel_events)),
-        rules=rules,
-        max_queue_nums=settings.quality.max_queue_nums,
-        max_perm=settings.quality.max_perm,
-        keep_bytes=ingest.quarantine_keep_bytes,
-    )
+    options = parse_options(settings)
+    rules = options.rules
     if to_read:
         read = read_capture_records(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
     else:

@@ -1,7 +1,7 @@
 """Differential comparison helpers: the published gold history against the reference model.
 
 Three comparisons, each with the model run over each whole NameServer (``NamesrvReplay.steps``: every
-record and every scan tick, with the state right after it):
+record the ingest accepts, :func:`capture_records`, and every scan tick, with the state right after it):
 
 * :func:`compare_every_tick` - the published state against the model's at every scan tick (whole
   snapshot, settings and every route answer) and at every other instant it can change: after each
@@ -25,6 +25,12 @@ from nsreplay.config import Settings, load_settings
 from nsreplay.history import PublishedHistory, build_snapshot
 from nsreplay.model import ROUTE_TABLES, BrokerData, BrokerLiveInfo, DataVersion, FrozenDict, QueueData, Snapshot, route_info
 from nsreplay.model.replay import NamesrvReplay, Step, group_by_namesrv
+from pipelines.ingest.capture_files import open_capture
+from pipelines.ingest.capture_reader import read_capture_raw
+from pipelines.ingest.records import LineParser
+from pipelines.ingest.run import parse_options
+from pipelines.ingest.transforms import read_line_row
+from pipelines.quality.rules import register_body_problem
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,
     BROKER_LIVE_INTERVALS,
@@ -41,13 +47,44 @@ from schemas.gold import (
 INTERVAL_SPECS = (TOPIC_QUEUE_INTERVALS, BROKER_ADDR_INTERVALS, CLUSTER_ADDR_INTERVALS, BROKER_LIVE_INTERVALS, FILTER_SERVER_INTERVALS, ORDER_TOPIC_INTERVALS)
 
 
-def capture_records(root: Path) -> list[dict[str, Any]]:
-    """Every valid record of the capture, read independently of the ingest (json, file, line)."""
+def quarantined_lines(paths: Iterable[Path], settings: Settings) -> dict[tuple[str, int], str]:
+    """(file, line number) -> reason of every line of ``paths`` that the ingest quarantines instead of
+    accepting into ``silver.events``. The verdict is the ingest's own, made by the pure functions its
+    Spark tasks call (``read_capture_raw``, then ``read_line_row``: the parser, the register body
+    rules and the row rules), so it covers every reason it has, not only ``crc_mismatch``. Lines are
+    numbered from 1 as :func:`capture_records` numbers them."""
+    options = parse_options(settings)
+    limits = dict(max_queue_nums=options.max_queue_nums, max_perm=options.max_perm)
+    # one parser for every file: what it remembers makes it faster, never changes a verdict (ParserMemory)
+    parser = LineParser(options.limits, lambda body: register_body_problem(body, **limits))
+    reasons: dict[tuple[str, int], str] = {}
+    for path in paths:
+        lines = read_capture_raw(str(path), open_capture, max_line_bytes=settings.ingest.max_line_bytes, keep_bytes=options.keep_bytes)
+        for line in lines:
+            row = read_line_row(parser, str(path), line, options, set())
+            if row["status"] != "accepted":
+                reasons[(str(path), line.line_no)] = row["reason"]
+    return reasons
+
+
+def capture_records(root: Path, settings: Settings | None = None) -> list[dict[str, Any]]:
+    """Every record of the capture that the ingest accepts, read independently of the ingest (json,
+    file, line).
+
+    Only which lines are accepted is the ingest's word (:func:`quarantined_lines`, with ``settings``,
+    by default the job's): a quarantined line never reaches silver, so the replay never sees it and
+    ``gold.route_changes`` gives it no ``record_rank`` (schemas/gold.py); the model must not see it
+    either. A line the ingest's reader does not yield at all is kept, so a reader that loses lines
+    shows as a difference."""
+    paths = sorted(root.glob("*.jsonl*"))
+    quarantined = quarantined_lines(paths, settings or load_settings())
     records = []
-    for path in sorted(root.glob("*.jsonl*")):
+    for path in paths:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as fh:
             for line_no, raw in enumerate(fh, start=1):
+                if (str(path), line_no) in quarantined:
+                    continue
                 record = json.loads(raw)
                 record["_file"], record["_line"] = str(path), line_no
                 records.append(record)
@@ -465,7 +502,8 @@ def expected_history(steps_by_namesrv: Mapping[str, list[Step]], run_id: str) ->
 
     A change row for each entry a step changed, with the step's ``ts``; phase 0 and ``record_rank``
     (the record's place among the NameServer's route-changing records of that ``ts``, from 1:
-    :func:`route_changing`) and the record's
+    :func:`route_changing`; the steps must be of the accepted records only, as
+    :func:`capture_records` gives them, since a quarantined record takes no rank) and the record's
     outcome cause for a record, phase 1 and the removals' cause for a scan; ``tick_ts`` the first
     scan tick showing it. An interval for each value an entry held for a non-zero time:
     ``[ts of the change that set it, ts of the next change of that entry)``, the two changes' causes."""
