@@ -486,7 +486,7 @@ def replay_window(
     idle = WindowFacts(UnitFacts(profiles=frozenset({cfg.default_profile})))
     facts = {ns: CarriedFacts.after(previous_facts.get(ns), new_facts.get(ns, idle)) for ns in origins}
     maps: dict[str, UnitMap] = {ns: f.assigned.assign() for ns, f in facts.items()}
-    again: dict[str, list[str]] = {}  # NameServer -> its units that join units of before: replayed again
+    again: dict[str, list[str]] = {}  # NameServer -> its units replayed again (they join units of before, or a start split theirs)
     sources: list[tuple[str, str, str]] = []  # (namesrv, unit, unit whose state it resumes from)
     for ns, now in maps.items():
         if ns not in previous_facts:
