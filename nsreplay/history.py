@@ -15,7 +15,7 @@ would have answered (standard or legacy JSON by ``request_version``).
 
 The published versions' file lists and their files' ``valid_from`` / ``valid_to`` statistics are
 read from the Delta log once, when the history is opened; a read then opens only the files of the
-NameServer that may hold rows alive at its instants (:class:`nsreplay.serving.stored.StoredTable`),
+NameServer that may hold rows alive at its instants (:class:`nsreplay.storage.stored_table.StoredTable`),
 so an instant costs the files around it, not the months of history before and after it.
 """
 
@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from nsreplay.model import Answer, BrokerData, BrokerLiveInfo, DataVersion, FrozenDict, NamesrvConfig, QueueData, Snapshot, route_info
-from nsreplay.serving.stored import StoredTable
+from nsreplay.storage.stored_table import StoredTable
 from nsreplay.storage import ColumnRange, TableSpec, Warehouse, dataset, range_filter
 from schemas.gold import (
     BROKER_ADDR_INTERVALS,

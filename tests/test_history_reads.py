@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow.dataset as pads
 import pytest
 
-import nsreplay.serving.stored as stored
+import nsreplay.storage.stored_table as stored
 from nsreplay.history import PublishedHistory, build_snapshot
 from nsreplay.storage import Warehouse, dataset
 from schemas.gold import NAMESRV_EPOCHS

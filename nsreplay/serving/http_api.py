@@ -41,7 +41,7 @@ from nsreplay.runtime import UsageError, format_ms, parse_time
 from nsreplay.serving.config import ServeConfig, load_serve_config
 from nsreplay.serving.index import STOPPED_BY_CHANGES, STOPPED_BY_EXAMINED, HistoryPage, HistoryTooLongError, RouteIndex, UnknownTableError
 from nsreplay.serving.openapi import HISTORY_PARAMS, ROUTE_PARAMS, openapi_document
-from nsreplay.serving.stored import StoredReadError
+from nsreplay.storage.stored_table import StoredReadError
 
 __all__ = ["BadRequest", "RunChanged", "make_app"]
 

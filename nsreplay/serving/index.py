@@ -27,7 +27,7 @@ Contract:
 * The broker-live table is not held: a row per broker per heartbeat, it is 87 % of the interval
   rows of a day (bench-day: 1.1 M rows, 227 of 262 MB), and only full snapshots and
   ``/v1/tables`` need it. Those read the live rows of an instant from the published files whose
-  Delta statistics may hold it (:class:`~nsreplay.serving.stored.StoredTable`): tens of
+  Delta statistics may hold it (:class:`~nsreplay.storage.stored_table.StoredTable`): tens of
   milliseconds a lookup, while the route, cluster and topic-list lookups never touch it.
 * ``gold.route_changes`` is not held either: only route history shows its rows, and a route
   history reads them once per request, from the files whose statistics may hold one of the
@@ -82,7 +82,7 @@ from nsreplay.model import (
 )
 from nsreplay.model.render import ROUTE_TABLES, STANDARD_JSON_MIN_VERSION, Shape
 from nsreplay.runtime import format_ms
-from nsreplay.serving.stored import CONCURRENT_READS, StoredTable
+from nsreplay.storage.stored_table import CONCURRENT_READS, StoredTable
 from nsreplay.storage import TableSpec, Warehouse, dataset
 from schemas.gold import (
     INTERVAL_KEYS,
@@ -809,7 +809,7 @@ class RouteIndex:
         touch the topic (its QueueDatas and order conf, the BrokerData of its brokerNames, filter
         servers), in (ts, phase, record_rank, table, key) order. ``None`` bounds are the covered
         range's ends. Unbounded: the shim's HTTP API asks :meth:`route_history_page` instead. Raises
-        :class:`~nsreplay.serving.stored.StoredReadError` when the published files of
+        :class:`~nsreplay.storage.stored_table.StoredReadError` when the published files of
         ``gold.route_changes`` cannot be read."""
         return self.route_history_page(namesrv, topic, t_from, t_to).changes
 
@@ -828,7 +828,7 @@ class RouteIndex:
         :class:`HistoryTooLongError` before anything is read from storage. Raises
         :class:`~nsreplay.history.OutsideCoverageError` (unknown NameServer, bound outside the covered
         range), ValueError (``t_from`` after ``t_to``, a bound < 1) and
-        :class:`~nsreplay.serving.stored.StoredReadError` like :meth:`route_history`."""
+        :class:`~nsreplay.storage.stored_table.StoredReadError` like :meth:`route_history`."""
         for name, bound in (("max_changes", max_changes), ("max_examined", max_examined)):
             if bound is not None and bound < 1:
                 raise ValueError(f"{name} must be >= 1, not {bound}")

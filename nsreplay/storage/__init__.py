@@ -19,6 +19,8 @@ Public API::
     changes_rows(history_entry): whether a commit may change rows (not a vacuum's, a compaction's nor a thinning's)
     native_delta_available(spark), schema_differences(expected, actual), arrow_types.dataset(spec, files),
     arrow_types.range_filter(column_range)
+    stored_table.StoredTable(warehouse, spec, version, stat_columns)   a table version read per request,
+                                                                   pruned by partition and statistics
 
 Backends: delta-spark where its jars are on the classpath, delta-rs (``deltalake``) elsewhere — including
 this project's CI. See :mod:`nsreplay.storage.warehouse` for the contract.

@@ -103,7 +103,7 @@ def test_the_shim_answers_a_history_of_windows_from_the_files_an_instant_needs(f
     window's."""
     from nsreplay.serving.index import RouteIndex
     from nsreplay.serving.source import HistorySource
-    from nsreplay.serving.stored import alive_at
+    from nsreplay.storage.stored_table import alive_at
     from schemas.gold import BROKER_LIVE_INTERVALS
 
     index, one_run, oracle = RouteIndex.load(irregular.root), RouteIndex.load(full.root), HistorySource(full.root)

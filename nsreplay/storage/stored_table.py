@@ -1,4 +1,5 @@
-"""A published table the shim reads from storage per request instead of holding it in memory.
+"""A published table read from storage per request instead of held in memory (the shim's stored
+tables, and :class:`nsreplay.history.PublishedHistory`).
 
     live = StoredTable(warehouse, BROKER_LIVE_INTERVALS, version, ("valid_from", "valid_to"))
     live.alive("10.0.0.10:9876", t, columns)          # rows with valid_from <= t < valid_to (or open)
@@ -38,7 +39,9 @@ from typing import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from nsreplay.storage import ColumnRange, DataFile, FileStatistics, TableSpec, Warehouse, dataset, range_filter
+from nsreplay.storage.arrow_types import dataset, range_filter
+from nsreplay.storage.spec import ColumnRange, DataFile, FileStatistics, TableSpec
+from nsreplay.storage.warehouse import Warehouse
 
 
 class StoredReadError(RuntimeError):
