@@ -3,8 +3,9 @@
 Contract (capture-format.md, semantics spec §4):
 
 * Records are grouped by ``namesrv``. Within one NameServer they are **de-duplicated** (records equal
-  in every field count once; fields whose name starts with ``_`` - bookkeeping such as ``_file`` and
-  ``_line`` - are not compared) and **ordered** by ``(ts, seq)``; records without ``seq`` by
+  in every field count once: equal as JSON values, so ``1``, ``1.0`` and ``true`` differ, and a field
+  given as ``null`` is an absent one; fields whose name starts with ``_`` - bookkeeping such as
+  ``_file`` and ``_line`` - are not compared) and **ordered** by ``(ts, seq)``; records without ``seq`` by
   ``(ts, _file, _line)`` when present, else by input order. At one ``ts``, records with a ``seq`` come
   before records without one.
 * A ``namesrv_start`` record (re)starts the NameServer: profile from ``rocketmq_version`` ("4.x" ->
@@ -30,6 +31,7 @@ ingest quarantines them before they get here).
 from __future__ import annotations
 
 import gc
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -117,9 +119,13 @@ def _records_out_of_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _comparable(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields that make two records duplicates (everything but ``_`` bookkeeping fields)."""
-    return {k: v for k, v in record.items() if not k.startswith("_")}
+def _comparable(record: Mapping[str, Any]) -> str:
+    """What makes two records duplicates: their JSON value, as canonical text (sorted keys), without
+    the ``_`` bookkeeping fields and without the fields given as ``null`` (a null member is an absent
+    one, as for ``seq`` in :func:`_order_key`). Compared as text, JSON's types stay apart: ``1``,
+    ``1.0`` and ``true`` are three values, though Python's ``==`` takes them for one."""
+    fields = {k: v for k, v in record.items() if v is not None and not k.startswith("_")}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
 
 
 _CHEAP_KEY_FIELDS = ("ts", "seq", "kind", "code", "conn", "opaque", "event")
@@ -147,10 +153,18 @@ def order_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any
     """One NameServer's records de-duplicated and in processing order (see module docstring)."""
     ordered = [record for _, record in sorted(enumerate(records), key=_order_key)]
     kept: list[Mapping[str, Any]] = []
-    seen: dict[Hashable, list[Mapping[str, Any]]] = {}
+    seen: dict[Hashable, list[Mapping[str, Any]]] = {}  # the records kept, by cheap key
+    texts: dict[int, str] = {}  # id(record) -> _comparable(record), made only when a cheap key repeats
+
+    def text_of(record: Mapping[str, Any]) -> str:
+        text = texts.get(id(record))
+        if text is None:
+            text = texts[id(record)] = _comparable(record)
+        return text
+
     for record in ordered:
         same_key = seen.setdefault(_cheap_key(record), [])
-        if not any(_comparable(record) == _comparable(other) for other in same_key):
+        if not same_key or text_of(record) not in {text_of(other) for other in same_key}:
             same_key.append(record)
             kept.append(record)
     return kept
