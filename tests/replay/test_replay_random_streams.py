@@ -4,11 +4,12 @@ Hypothesis draws a batch of streams; each becomes one NameServer of a single cap
 run checks them all). Small pools of clusters, brokerNames, addresses, ids and connections make
 collisions likely: one address under several brokerNames and ids, brokerNames moving between
 clusters, stale connections, restarts, admin requests (205/327, 216, 217 naming unknown brokers,
-100/102), topics with read != write queues and a topicSysFlag, duplicates, records landing exactly on scan
-ticks, files out of order, register bodies in every form, with and without static-topic mappings,
-some malformed (a topicConfigTable key that is not its topic's name, a compressed body without its
-mapping section). Every tick and every record's instant of every stream must match the reference
-model, and so must the change log, the intervals' causes and the keyframes.
+100/102), topics with read != write queues and a topicSysFlag, duplicates (some with their keys
+in another order or a member given as null), records landing exactly on scan ticks, files out of
+order, register bodies in every form, with and without static-topic mappings, some malformed (a
+topicConfigTable key that is not its topic's name, a compressed body without its mapping section).
+Every tick and every record's instant of every stream must match the reference model, and so must
+the change log, the intervals' causes and the keyframes.
 """
 
 from __future__ import annotations
@@ -120,8 +121,20 @@ def stream(draw, index: int) -> list[dict]:
             records.append(namesrv_start(t, "5.3.3" if five else "4.9.4", config, namesrv=ns))
     for seq, record in enumerate(records):
         record["seq"] = seq
-    duplicates = [dict(r) for r in rng.sample(records, k=min(3, len(records)))]
+    duplicates = [respelled(r, rng) for r in rng.sample(records, k=min(3, len(records)))]
     return records + duplicates
+
+
+def respelled(record: dict, rng: random.Random) -> dict:
+    """A duplicate of ``record`` (capture-format.md: equal in every field) written another way: its
+    keys in reverse order at every level, or with a member given as null, which is an absent one."""
+    def reverse(value):
+        return {k: reverse(v) for k, v in reversed(value.items())} if isinstance(value, dict) else value
+    copy = reverse(record) if rng.random() < 0.5 else dict(record)
+    absent = [k for k in ("body", "body_b64", "remark", "note") if k not in record]
+    if absent and rng.random() < 0.5:
+        copy[rng.choice(absent)] = None
+    return copy
 
 
 @st.composite
