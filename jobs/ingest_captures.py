@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_ingest(spark, warehouse, settings, resolve_path(args.captures), args.run_id or new_run_id("ingest"))
     except IngestQualityError as exc:
-        print(exc.report.text(), file=sys.stderr)
+        print(exc.text(), file=sys.stderr)
         raise
     finally:
         spark.stop()

@@ -118,7 +118,7 @@ def rebuild(spark, settings, args: argparse.Namespace, captures: str, warehouse_
     try:
         ingest = run_ingest(spark, warehouse, settings, captures, run_id)
     except IngestQualityError as exc:
-        print(exc.report.text(), file=sys.stderr)
+        print(exc.text(), file=sys.stderr)
         raise
     print(ingest.summary())
     print(ingest.quality.text() if ingest.quality else "data quality: nothing new to check")

@@ -8,7 +8,8 @@ Order of writes (each through the storage module, each an idempotent commit keye
    that it did not hold yet. Nothing else passes the line text again.
 2. Great Expectations validates what silver would receive. On failure nothing is written to silver
    except the quality results and the run row (status ``failed_quality``), and
-   :class:`IngestQualityError` is raised with a readable report.
+   :class:`IngestQualityError` is raised with a readable report, which names each reason lines
+   would have been quarantined for, with its count and its first line.
 3. ``silver.events`` (new records only), ``silver.topic_configs`` (new bodies only),
    ``silver.quarantine``, then ``bronze.ingest_files`` (which marks the files read as ingested) and
    the ``silver.ingest_runs`` row with reconciled counts.
@@ -48,6 +49,7 @@ from pipelines.ingest.transforms import (
     as_events,
     bronze_lines,
     duplicate_ids,
+    first_quarantined,
     new_bodies,
     new_body_texts,
     new_events,
@@ -63,12 +65,36 @@ from schemas.silver import EVENTS, INGEST_RUNS, QUALITY_RESULTS, QUARANTINE, REA
 JOB = "ingest"
 
 
-class IngestQualityError(RuntimeError):
-    """A table-level data-quality check failed; silver was not written."""
+@dataclass(frozen=True)
+class QuarantineReason:
+    """How many lines of a run were quarantined for one reason, and the first of them (file, line)."""
 
-    def __init__(self, report: QualityReport) -> None:
+    reason: str
+    count: int
+    source_file: str
+    line_no: int
+    detail: str | None
+
+
+class IngestQualityError(RuntimeError):
+    """A table-level data-quality check failed; silver was not written. ``quarantined`` says which lines
+    the run would have quarantined (a failed run writes no ``silver.quarantine`` rows; bronze keeps
+    every line it read), so that the error itself says what is wrong with the input."""
+
+    def __init__(self, report: QualityReport, quarantined: tuple[QuarantineReason, ...] = ()) -> None:
         super().__init__(f"{report.text().splitlines()[0]}; silver was not written (see silver.quality_results)")
         self.report = report
+        self.quarantined = quarantined
+
+    def text(self) -> str:
+        """The quality report, then each quarantine reason with its count and its first line."""
+        lines = [self.report.text()]
+        if self.quarantined:
+            lines.append("lines that would have been quarantined (none was written; bronze.captures_raw keeps them):")
+            for q in sorted(self.quarantined, key=lambda q: (-q.count, q.reason)):
+                detail = f": {q.detail}" if q.detail else ""
+                lines.append(f"  - {q.reason}: {q.count} lines, the first {q.source_file}:{q.line_no}{detail}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -293,7 +319,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         )]
         warehouse.append(INGEST_RUNS, local_frame(spark, run_row, INGEST_RUNS.schema), commit)
         if not report.passed:
-            raise IngestQualityError(report)
+            raise IngestQualityError(report, tuple(QuarantineReason(**r.asDict()) for r in first_quarantined(parsed).collect()))
         return result
     finally:
         for frame in cached:

@@ -183,6 +183,18 @@ def quarantined_rows(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.col("status") == "quarantined").select(*[F.col(f.name) for f in QUARANTINE.schema.fields])
 
 
+def first_quarantined(parsed: DataFrame) -> DataFrame:
+    """One row per quarantine reason of the rejected lines: ``reason``, ``count`` and the first line
+    (by file, then line number) given for it, as ``source_file``, ``line_no`` and ``detail``."""
+    first = F.min(F.struct("source_file", "line_no", "detail")).alias("first")
+    return (
+        parsed.where(F.col("status") == "quarantined")
+        .groupBy("reason")
+        .agg(F.count(F.lit(1)).alias("count"), first)
+        .select("reason", "count", "first.source_file", "first.line_no", "first.detail")
+    )
+
+
 def accepted_events(parsed: DataFrame) -> DataFrame:
     """The accepted records in ``silver.events`` shape (with ``event_date``), duplicates included."""
     return (

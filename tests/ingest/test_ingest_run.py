@@ -29,7 +29,7 @@ from nsreplay.protocol.register_body import (
     encode_register_body_bytes,
 )
 from nsreplay.storage import Warehouse
-from pipelines.ingest.run import IngestQualityError, run_ingest
+from pipelines.ingest.run import IngestQualityError, QuarantineReason, run_ingest
 from pipelines.ingest.transforms import duplicate_ids
 from schemas import ALL_TABLES
 from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW, INGEST_FILES
@@ -307,6 +307,11 @@ def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -
     with pytest.raises(IngestQualityError) as failure:
         run_ingest(spark, warehouse, settings(), str(capture), "run-junk")
     assert "quarantine_ratio" in failure.value.report.text()
+    # the error names the lines: a failed run writes no quarantine rows
+    first = str(capture / "junk.jsonl")
+    assert failure.value.quarantined == (QuarantineReason("invalid_json", 8, first, 1, failure.value.quarantined[0].detail),)
+    assert failure.value.quarantined[0].detail.startswith("not valid JSON")
+    assert f"  - invalid_json: 8 lines, the first {first}:1: not valid JSON" in failure.value.text()
     assert warehouse.read(EVENTS).count() == 0 and warehouse.read(QUARANTINE).count() == 0
     run = warehouse.read(INGEST_RUNS).collect()
     assert [(r.status, r.quality_passed, r.quarantined) for r in run] == [("failed_quality", False, 8)]
