@@ -20,7 +20,8 @@ then or were read again by a finished run whose counts rely on them (warehouses 
 module).
 
 Kept on purpose: ``bronze.capture_bodies`` and ``silver.topic_configs`` (stored once by content and
-possibly referred to by later runs' rows), quality results (a record of checks that ran) and stale
+possibly referred to by later runs' rows; the run that reads an abandoned run's lines again counts
+the register bodies it stored as its own new bodies), quality results (a record of checks that ran) and stale
 marks (repaired by the next publish of their window).
 
 Ingests into one warehouse run one at a time (``docs/operations.md``): a second ingest started while

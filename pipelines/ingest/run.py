@@ -46,6 +46,7 @@ from pipelines.ingest.transforms import (
     ParseOptions,
     ReadOptions,
     accepted_events,
+    adopted_bodies,
     as_events,
     bronze_lines,
     duplicate_ids,
@@ -261,6 +262,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         accepted_total = by_status.get("accepted", 0)
         # without duplicates every accepted line is a new event: the count is known already
         n_events, n_bodies = (events.count() if events_cached else accepted_total), bodies.count()
+        if discarded or commit.job != JOB:  # a stopped run's bodies stay stored: the run reading them again counts them
+            n_bodies += adopted_bodies(parsed, warehouse.read(TOPIC_CONFIGS), [*discarded, run_id]).count()
         clock.lap("dedup, bodies")
         spans = {r.namesrv: (r.first, r.last) for r in events.groupBy("namesrv").agg(F.min("ts").alias("first"), F.max("ts").alias("last")).collect()} if n_events else {}  # one row per NameServer
         window = (min(f for f, _ in spans.values()), max(t for _, t in spans.values())) if spans else (None, None)

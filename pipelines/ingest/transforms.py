@@ -242,6 +242,16 @@ def bronze_lines(read: DataFrame) -> DataFrame:
     return read.select(*CAPTURES_RAW.schema.fieldNames())
 
 
+def adopted_bodies(parsed: DataFrame, stored: DataFrame, runs: list[str]) -> DataFrame:
+    """The ``body_id`` of each register body the batch decoded that ``stored`` (``silver.topic_configs``)
+    holds from one of ``runs``: runs that stopped before they finished (this run's own earlier attempt
+    among them), whose lines the batch reads again. Stored once by content, such a body is new to
+    silver with this run, though :func:`new_bodies` leaves it out."""
+    ids = parsed.where(F.col("new_body").isNotNull()).select(F.col("new_body.body_id").alias("body_id"))
+    theirs = stored.where(F.col("first_run_id").isin(runs)).select("body_id")
+    return ids.join(theirs, "body_id", "left_semi").distinct()
+
+
 def new_body_texts(read: DataFrame, existing_refs: DataFrame, run_id: str) -> DataFrame:
     """Body texts the read lines were split on and ``bronze.capture_bodies`` does not hold yet."""
     texts = read.where(F.col("body_text").isNotNull()).select("source_file", "line_no", "body_ref", "body_text")

@@ -25,7 +25,8 @@ from pipelines.ingest.run import JOB, run_ingest
 from schemas.bronze import CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE, TOPIC_CONFIGS
 
-COUNTS = ["files_read", "files_skipped", "lines_read", "accepted", "duplicates", "quarantined"]
+# new_bodies too: a stopped run's register bodies stay stored, and the run reading its files again counts them
+COUNTS = ["files_read", "files_skipped", "lines_read", "accepted", "duplicates", "quarantined", "new_bodies"]
 
 
 class Killed(Exception):
