@@ -322,7 +322,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         )]
         warehouse.append(INGEST_RUNS, local_frame(spark, run_row, INGEST_RUNS.schema), commit)
         if not report.passed:
-            raise IngestQualityError(report, tuple(QuarantineReason(**r.asDict()) for r in first_quarantined(parsed).collect()))
+            # the counts are the run's own (by_reason); only the first line of each reason is looked up
+            firsts = first_quarantined(parsed).collect()
+            raise IngestQualityError(report, tuple(QuarantineReason(r.reason, by_reason[r.reason], r.source_file, r.line_no, r.detail) for r in firsts))
         return result
     finally:
         for frame in cached:

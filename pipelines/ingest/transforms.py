@@ -184,14 +184,14 @@ def quarantined_rows(parsed: DataFrame) -> DataFrame:
 
 
 def first_quarantined(parsed: DataFrame) -> DataFrame:
-    """One row per quarantine reason of the rejected lines: ``reason``, ``count`` and the first line
-    (by file, then line number) given for it, as ``source_file``, ``line_no`` and ``detail``."""
+    """One row per quarantine reason of the rejected lines: ``reason`` and the first line (by file,
+    then line number) given for it, as ``source_file``, ``line_no`` and ``detail``."""
     first = F.min(F.struct("source_file", "line_no", "detail")).alias("first")
     return (
         parsed.where(F.col("status") == "quarantined")
         .groupBy("reason")
-        .agg(F.count(F.lit(1)).alias("count"), first)
-        .select("reason", "count", "first.source_file", "first.line_no", "first.detail")
+        .agg(first)
+        .select("reason", "first.source_file", "first.line_no", "first.detail")
     )
 
 
