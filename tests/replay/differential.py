@@ -116,6 +116,12 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
     return records
 
 
+def keys_reversed(value: Any) -> Any:
+    """``value`` with the keys of every object in it in reverse order: the same JSON value, spelled
+    another way (a duplicate of a record, as capture-format.md counts them)."""
+    return {k: keys_reversed(v) for k, v in reversed(value.items())} if isinstance(value, dict) else value
+
+
 def same_routes(gold: Any, model: Any) -> bool:
     """The rendered GET_ROUTEINFO_BY_TOPIC answers (standard and legacy) agree for every topic."""
     for topic in set(gold.topicQueueTable) | set(model.topicQueueTable):

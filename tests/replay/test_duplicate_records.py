@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from differential import compare_changes, published_rows
+from differential import compare_changes, keys_reversed, published_rows
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker
@@ -49,9 +49,7 @@ def heartbeat(ts: int, name: str, **extra: Any) -> dict[str, Any]:
 def respelled(record: dict[str, Any]) -> str:
     """The same record as another line: keys reversed at every level, spaces after separators and
     every string character of the brokerName escaped."""
-    def reverse(value: Any) -> Any:
-        return {k: reverse(v) for k, v in reversed(value.items())} if isinstance(value, dict) else value
-    text = json.dumps(reverse(record), separators=(" , ", " : "))
+    text = json.dumps(keys_reversed(record), separators=(" , ", " : "))
     name = record["extFields"]["brokerName"]
     return text.replace(json.dumps(name), '"' + "".join(f"\\u{ord(c):04x}" for c in name) + '"')
 

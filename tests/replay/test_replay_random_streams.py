@@ -21,7 +21,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from differential import compare_changes, compare_every_tick, compare_keyframes
+from differential import compare_changes, compare_every_tick, compare_keyframes, keys_reversed
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, channel, conn_of, namesrv_start, query_data_version, register_broker, request, unregister_broker
 from nsreplay.storage import Warehouse
@@ -128,9 +128,7 @@ def stream(draw, index: int) -> list[dict]:
 def respelled(record: dict, rng: random.Random) -> dict:
     """A duplicate of ``record`` (capture-format.md: equal in every field) written another way: its
     keys in reverse order at every level, or with a member given as null, which is an absent one."""
-    def reverse(value):
-        return {k: reverse(v) for k, v in reversed(value.items())} if isinstance(value, dict) else value
-    copy = reverse(record) if rng.random() < 0.5 else dict(record)
+    copy = keys_reversed(record) if rng.random() < 0.5 else dict(record)
     absent = [k for k in ("body", "body_b64", "remark", "note") if k not in record]
     if absent and rng.random() < 0.5:
         copy[rng.choice(absent)] = None
