@@ -13,8 +13,17 @@ Contract:
   (every complete line inflated before the end or the damage comes out as usual, then the bytes decoded
   after the last complete line, possibly none, as one final line; a bad CRC or length trailer is
   ``corrupt_gzip`` after all the member's lines) and ``unreadable_file`` (the file could not be opened
-  or read at all). Deflate detects damage only some way after it, so the lines just before a
-  ``corrupt_gzip`` line may be garbled: the flag is on the file's last line, not on them.
+  or read at all).
+* A member that fails its integrity check (deflate data it cannot decode, or a CRC or length trailer
+  that does not match) may have garbled any of its lines: deflate detects damage only some way after
+  it, and the CRC only at the member's end. The final ``corrupt_gzip`` line then says where that
+  member began: ``damaged_from`` is the number of the first line holding one of its bytes (its newline
+  included), so lines ``damaged_from`` to the flagged one are suspect; the caller decides what to do
+  with them (the ingest quarantines them: ``pipelines.ingest.transforms.quarantine_damaged_members``).
+  Something other than a member after the zero padding garbles nothing: ``damaged_from`` is then
+  ``None``. So it is for a cut (``truncated_gzip``): a cut alone garbles nothing, and the cut member's
+  lines are kept, though its CRC went with the cut and they cannot be checked (a cut is how a file
+  copied while it was written ends, and its member is often the whole file).
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
 
@@ -26,7 +35,7 @@ turns a raw line into its :class:`CaptureLine`.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO, Callable, Iterator, Protocol
 
 try:  # zlib-ng inflates the same streams about twice as fast as zlib (same API, same results)
@@ -63,6 +72,7 @@ class RawLine:
     data: bytes
     line_bytes: int
     read_error: str | None = None
+    damaged_from: int | None = None  # on a ``corrupt_gzip`` line: where its damaged member began
 
 
 def decoded(line: RawLine) -> CaptureLine:
@@ -95,9 +105,18 @@ class _Decompressor(Protocol):
 
 
 class _Truncated(Exception):
-    def __init__(self, reason: str) -> None:
+    """The gzip stream ended early (``truncated_gzip``) or is damaged (``corrupt_gzip``);
+    ``in_member`` when the damage lies in a member, whose whole output is then suspect."""
+
+    def __init__(self, reason: str, *, in_member: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.in_member = in_member
+
+
+#: What :func:`_gunzip_chunks` yields where a gzip member begins: an empty chunk, which carries no
+#: bytes (nothing else yields one), only the place.
+MEMBER_START = b""
 
 
 def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
@@ -116,12 +135,14 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
     Before raising ``corrupt_gzip``, everything the stream inflated up to the damage is yielded (see
     :func:`_salvage`), so a bad byte or a bad CRC/length trailer costs only what follows it. Zero bytes
     after the end of a member up to the end of the file are padding and ignored (as ``gzip -t`` does);
-    anything else after padding is ``corrupt_gzip``.
+    anything else after padding is ``corrupt_gzip``. :data:`MEMBER_START` comes before each member's
+    output (the bytes after a member's end that are not padding start the next one).
     """
     decomp = _inflate.decompressobj(wbits=31)
     fed = 0  # bytes fed to the current member
     ended = False  # a member has ended and the next one has not started
     padded = False  # zero padding followed the last member
+    yield MEMBER_START
     for chunk in _slices(chunks, INFLATE_SLICE_BYTES):
         data: bytes | memoryview = chunk
         while data:
@@ -134,13 +155,14 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                 if padded:  # something after the padding: not a member gzip would read either
                     raise _Truncated("corrupt_gzip")
                 ended = False
+                yield MEMBER_START
             fed += len(data)
             before = decomp.copy()  # ~1 µs per slice: what the salvage replays from
             try:
                 out = decomp.decompress(data)
             except (zlib.error, _inflate.error) as exc:
                 yield from _salvage(before, data)
-                raise _Truncated("corrupt_gzip") from exc
+                raise _Truncated("corrupt_gzip", in_member=True) from exc
             if out:
                 yield out
             if not decomp.eof:
@@ -213,7 +235,8 @@ def _make_line(line_no: int, raw: bytes, full_len: int, read_error: str | None) 
 
 
 def _buffered_line(
-    line_no: int, buf: bytearray, overflow: int, max_line_bytes: int, keep_bytes: int, read_error: str | None
+    line_no: int, buf: bytearray, overflow: int, max_line_bytes: int, keep_bytes: int, read_error: str | None,
+    damaged_from: int | None = None,
 ) -> RawLine:
     """The line held in ``buf`` (plus ``overflow`` bytes not kept), ended by a newline, the end of the
     file or ``read_error``. It is ``line_too_long`` (first ``keep_bytes`` kept, trailing ``\\r`` and all)
@@ -221,8 +244,9 @@ def _buffered_line(
     length = len(buf) + overflow
     content = length - 1 if not overflow and buf.endswith(b"\r") else length
     if content > max_line_bytes:
-        return RawLine(line_no, bytes(buf[:keep_bytes]), length, read_error or "line_too_long")
-    return _make_line(line_no, bytes(buf), length, read_error)
+        return RawLine(line_no, bytes(buf[:keep_bytes]), length, read_error or "line_too_long", damaged_from)
+    line = _make_line(line_no, bytes(buf), length, read_error)
+    return line if damaged_from is None else replace(line, damaged_from=damaged_from)
 
 
 def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
@@ -231,8 +255,12 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
     held = max_line_bytes + 1  # the longest line kept whole, with its trailing \r
+    member_first = 1  # the first line holding a byte of the gzip member being read
     try:
         for chunk in chunks:
+            if not chunk:  # MEMBER_START: the line in progress gets the new member's bytes
+                member_first = line_no + 1
+                continue
             start = 0
             while True:
                 nl = chunk.find(b"\n", start)
@@ -259,7 +287,7 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                 start = nl + 1
     except _Truncated as exc:
         line_no += 1
-        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, exc.reason)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, exc.reason, member_first if exc.in_member else None)
         return
     if buf or overflow:
         line_no += 1

@@ -1,5 +1,6 @@
 """The capture reader on damaged gzip: every line inflated before the damage comes out, then one final
-flagged line; zero padding after the last member; CRLF lines at the length limit."""
+flagged line that says where the damaged member began; zero padding after the last member; CRLF lines
+at the length limit."""
 
 import gzip
 import importlib
@@ -28,10 +29,10 @@ def good(payload: bytes) -> list[RawLine]:
     return [RawLine(no, part, len(part)) for no, part in enumerate(parts, 1)]
 
 
-def good_then_error(payload: bytes, read_error: str) -> list[RawLine]:
+def good_then_error(payload: bytes, read_error: str, damaged_from: int | None = None) -> list[RawLine]:
     """The complete lines of ``payload``, then its unterminated rest (possibly empty) flagged."""
     *complete, rest = payload.split(b"\n")
-    return good(b"".join(line + b"\n" for line in complete)) + [RawLine(len(complete) + 1, rest, len(rest), read_error)]
+    return good(b"".join(line + b"\n" for line in complete)) + [RawLine(len(complete) + 1, rest, len(rest), read_error, damaged_from)]
 
 
 def gzip_member(deflated: bytes, payload: bytes) -> bytes:
@@ -70,15 +71,15 @@ def test_lines_inflated_before_corrupt_data_all_come_out(monkeypatch, inflater: 
     data = broken_after(payload)
     assert len(data) < DEFAULT_SLICE
     got = raw_lines(data)
-    assert got == good_then_error(payload, "corrupt_gzip")
-    assert got[-1] == RawLine(10_001, b'{"seq":10000,"co', 16, "corrupt_gzip")
+    assert got == good_then_error(payload, "corrupt_gzip", damaged_from=1)
+    assert got[-1] == RawLine(10_001, b'{"seq":10000,"co', 16, "corrupt_gzip", damaged_from=1)
 
 
 def test_damage_right_after_a_complete_line_gives_an_empty_final_line(inflater: str) -> None:
     payload = payload_of(500)
     got = raw_lines(broken_after(payload))
     assert got[:2] == [RawLine(1, b'{"seq":0,"conn":"c0"}', 21), RawLine(2, b'{"seq":1,"conn":"c7919"}', 24)]
-    assert got == good(payload) + [RawLine(501, b"", 0, "corrupt_gzip")]
+    assert got == good(payload) + [RawLine(501, b"", 0, "corrupt_gzip", damaged_from=1)]
 
 
 @pytest.mark.parametrize("field", ["crc", "length"])
@@ -87,20 +88,59 @@ def test_a_bad_trailer_keeps_every_line_of_the_member(inflater: str, field: str)
     data = bytearray(gzip.compress(payload))
     data[-8 if field == "crc" else -4] ^= 0x01
     got = raw_lines(bytes(data))
-    assert got == good(payload) + [RawLine(201, b"", 0, "corrupt_gzip")]
+    assert got == good(payload) + [RawLine(201, b"", 0, "corrupt_gzip", damaged_from=1)]
 
 
 def test_a_bad_trailer_keeps_the_unterminated_last_line_as_the_flagged_one(inflater: str) -> None:
     payload = payload_of(3, tail=b"last")
     data = bytearray(gzip.compress(payload))
     data[-8] ^= 0x01
-    assert raw_lines(bytes(data)) == good(payload_of(3)) + [RawLine(4, b"last", 4, "corrupt_gzip")]
+    assert raw_lines(bytes(data)) == good(payload_of(3)) + [RawLine(4, b"last", 4, "corrupt_gzip", damaged_from=1)]
 
 
 def test_a_bad_second_member_keeps_the_first_member_and_its_own_lines_before_the_damage(inflater: str) -> None:
     first, second = payload_of(100), b"second-1\nsecond-2\nsecond-"
     got = raw_lines(gzip.compress(first) + broken_after(second))
-    assert got == good(first + second[:18]) + [RawLine(103, b"second-", 7, "corrupt_gzip")]
+    assert got == good(first + second[:18]) + [RawLine(103, b"second-", 7, "corrupt_gzip", damaged_from=101)]
+
+
+def bad_crc(payload: bytes) -> bytes:
+    """A gzip member of ``payload`` whose CRC trailer does not match: every byte inflates, then the check fails."""
+    data = bytearray(gzip.compress(payload, mtime=0))
+    data[-8] ^= 0x01
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("members", "lines", "damaged_from"),
+    [
+        pytest.param([b"a\nb\n", b"c\nd\n"], [b"a", b"b", b"c", b"d", b""], 3, id="the-member-starts-a-line"),
+        pytest.param([b"a\nb", b"c\nd\n"], [b"a", b"bc", b"d", b""], 2, id="a-line-spans-both-members"),
+        pytest.param([b"a\nb", b"\nc\n"], [b"a", b"b", b"c", b""], 2, id="only-its-newline-is-in-the-member"),
+        pytest.param([b"a\n", b"b\n", b"c\nd"], [b"a", b"b", b"c", b"d"], 3, id="the-third-of-three"),
+    ],
+)
+def test_a_damaged_member_is_marked_from_the_first_line_holding_one_of_its_bytes(
+    inflater: str, members: list[bytes], lines: list[bytes], damaged_from: int
+) -> None:
+    """The last member fails its CRC: every line it gave a byte to, a newline included, may be garbled."""
+    data = b"".join(gzip.compress(m, mtime=0) for m in members[:-1]) + bad_crc(members[-1])
+    got = raw_lines(data)
+    assert [line.data for line in got] == lines
+    assert [(line.read_error, line.damaged_from) for line in got] == [(None, None)] * (len(lines) - 1) + [("corrupt_gzip", damaged_from)]
+
+
+def test_something_not_gzip_right_after_a_member_is_a_damaged_member_of_its_own(inflater: str) -> None:
+    """Bytes after a member that are not zero padding are read as the next member: they fail at once,
+    having inflated nothing, so only the flagged line is marked."""
+    assert raw_lines(gzip.compress(b"a\nb\n") + b"garbage") == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"", 0, "corrupt_gzip", damaged_from=3)]
+
+
+def test_a_cut_member_marks_no_damaged_lines(inflater: str) -> None:
+    """A cut stream garbles nothing before the cut: ``damaged_from`` stays None."""
+    whole = gzip.compress(b"a\nb\n") + gzip.compress(payload_of(200))
+    got = raw_lines(whole[:-20])
+    assert got[-1].read_error == "truncated_gzip" and {line.damaged_from for line in got} == {None}
 
 
 def _inflatable_prefix(data: bytes) -> bytes:
@@ -123,7 +163,7 @@ def test_a_flipped_byte_keeps_everything_inflated_before_the_error_is_seen(infla
     data[int(len(data) * where)] ^= 0xFF
     prefix = _inflatable_prefix(bytes(data))
     assert prefix.count(b"\n") > 20_000 * where * 0.9
-    assert raw_lines(bytes(data), max_line_bytes=1 << 20, keep_bytes=1 << 20) == good_then_error(prefix, "corrupt_gzip")
+    assert raw_lines(bytes(data), max_line_bytes=1 << 20, keep_bytes=1 << 20) == good_then_error(prefix, "corrupt_gzip", damaged_from=1)
 
 
 @pytest.mark.parametrize("slice_bytes", [DEFAULT_SLICE, 5])
