@@ -183,6 +183,8 @@ PARSED_LINE = StructType(
 # The ingest's one pass over the capture files (not a table): every PARSED_LINE column plus the
 # line's bronze form (bronze.captures_raw: `line`, `read_error`, `body_ref`; `raw_bytes` and
 # `line_bytes` are shared) and, the first time a task splits a line on a body, that body's text.
+# `damaged_from`, on a `corrupt_gzip` line only, is the first line of the file that the damaged gzip
+# member gave a byte to (pipelines.ingest.capture_reader).
 READ_LINE = StructType(
     list(PARSED_LINE.fields)
     + [
@@ -190,5 +192,6 @@ READ_LINE = StructType(
         StructField("read_error", _str, True),
         StructField("body_ref", _str, True),
         StructField("body_text", _str, True),
+        StructField("damaged_from", LongType(), True),
     ]
 )

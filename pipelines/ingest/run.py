@@ -5,7 +5,9 @@ Order of writes (each through the storage module, each an idempotent commit keye
 1. Each new file is read and parsed in one pass (one task per file); row-level failures become
    quarantine rows. ``bronze.captures_raw`` gets every line as read, in bronze's form
    (``pipelines.ingest.bronze_form``), and ``bronze.capture_bodies`` the body texts it refers to
-   that it did not hold yet. Nothing else passes the line text again.
+   that it did not hold yet. Nothing else passes the line text again, except when a gzip member
+   failed its integrity check: then every line it gave a byte to is quarantined as ``corrupt_gzip``
+   (``quarantine_damaged_members``), and the lines are counted again.
 2. Great Expectations validates what silver would receive. On failure nothing is written to silver
    except the quality results and the run row (status ``failed_quality``), and
    :class:`IngestQualityError` is raised with a readable report, which names each reason lines
@@ -49,11 +51,13 @@ from pipelines.ingest.transforms import (
     adopted_bodies,
     as_events,
     bronze_lines,
+    damaged_members,
     duplicate_ids,
     first_quarantined,
     new_bodies,
     new_body_texts,
     new_events,
+    quarantine_damaged_members,
     quarantined_rows,
     read_capture_records,
 )
@@ -163,6 +167,32 @@ class _Stopwatch:
         self._last = now
 
 
+@dataclass(frozen=True)
+class _LineCounts:
+    """A run's lines counted by status, by quarantine reason and by file; the files that could not be read."""
+
+    by_status: dict[str, int]
+    by_reason: dict[str, int]
+    per_file: dict[str, int]
+    unreadable: frozenset[str]
+
+    @staticmethod
+    def of(parsed: DataFrame) -> _LineCounts:
+        """The counts of the READ_LINE rows ``parsed`` (one small aggregation, collected)."""
+        by_status: dict[str, int] = {}
+        by_reason: dict[str, int] = {}
+        per_file: dict[str, int] = {}
+        unreadable: set[str] = set()
+        for r in parsed.groupBy("status", "reason", "source_file").count().collect():
+            by_status[r.status] = by_status.get(r.status, 0) + r["count"]
+            per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
+            if r.reason:
+                by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
+            if r.reason == "unreadable_file":
+                unreadable.add(r.source_file)
+        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable))
+
+
 def _utc_date(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
 
@@ -231,22 +261,24 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     parsed = read.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date)).persist(StorageLevel.MEMORY_AND_DISK)
     cached = [parsed]
     try:
-        by_status: dict[str, int] = {}
-        by_reason: dict[str, int] = {}
-        per_file: dict[str, int] = {}
-        unreadable: set[str] = set()
-        for r in parsed.groupBy("status", "reason", "source_file").count().collect():
-            by_status[r.status] = by_status.get(r.status, 0) + r["count"]
-            per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
-            if r.reason:
-                by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
-            if r.reason == "unreadable_file":
-                unreadable.add(r.source_file)
+        counts = _LineCounts.of(parsed)
         clock.lap("read and parse files")
         if to_read:
             warehouse.append(CAPTURES_RAW, bronze_lines(parsed), commit)
             warehouse.append(CAPTURE_BODIES, new_body_texts(parsed, warehouse.read(CAPTURE_BODIES).select("body_ref"), run_id), commit)
         clock.lap("write bronze")
+        if counts.by_reason.get("corrupt_gzip"):  # only then can a damaged member's lines be among the accepted
+            damaged = damaged_members(parsed)
+            if not damaged.isEmpty():
+                # after bronze: its body texts make the split lines whole again for their quarantine rows
+                bodies_read = warehouse.read(CAPTURE_BODIES).select("body_ref", "body_text")
+                as_read = parsed
+                parsed = quarantine_damaged_members(as_read, damaged, bodies_read, options.keep_bytes).persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(parsed)
+                counts = _LineCounts.of(parsed)  # computes the new cache in full: the lines as read can go
+                as_read.unpersist()
+            clock.lap("quarantine damaged gzip members")
+        by_status, by_reason, per_file, unreadable = counts.by_status, counts.by_reason, counts.per_file, counts.unreadable
         events_all = accepted_events(parsed)
         existing_ids = _existing_record_ids(warehouse, events_all)
         if duplicate_ids(events_all, existing_ids).isEmpty():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from nsreplay.storage.arrow_types import to_arrow_schema
@@ -101,6 +101,8 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
     the first line split on a body carries its text (``body_text``) and adds its ref. A byte order
     mark at the start of a file's first line is not part of its record (:data:`UTF8_BOM`)."""
     row: dict[str, Any] = {"source_file": source_file, "line_no": line.line_no, "line_bytes": line.line_bytes, "read_error": line.read_error}
+    if line.damaged_from is not None:
+        row["damaged_from"] = line.damaged_from
     verdict: Accepted | Rejected | None = None
     text: str | None = None
     if line.read_error is None:
@@ -195,6 +197,58 @@ def first_quarantined(parsed: DataFrame) -> DataFrame:
     )
 
 
+def damaged_members(parsed: DataFrame) -> DataFrame:
+    """One row per file whose reader met a gzip member that failed its integrity check: ``source_file``,
+    ``damaged_from`` (the first line the member gave a byte to) and ``damaged_to`` (the ``corrupt_gzip``
+    line that ends the file)."""
+    return parsed.where(F.col("damaged_from").isNotNull()).select("source_file", "damaged_from", F.col("line_no").alias("damaged_to"))
+
+
+def quarantine_damaged_members(parsed: DataFrame, damaged: DataFrame, bodies: DataFrame, keep_bytes: int) -> DataFrame:
+    """``parsed`` with every line of a damaged gzip member quarantined as ``corrupt_gzip``.
+
+    A member whose deflate data or CRC fails may have garbled any line it inflated to (deflate notices
+    damage only some way after it, the CRC only at the member's end), and a garbled line can still be
+    a valid record, with a ``ts`` months away. So lines ``damaged_from`` to ``damaged_to - 1`` of each
+    file in ``damaged`` (:func:`damaged_members`; the last line is ``corrupt_gzip`` already) are
+    quarantined whatever their own verdict: ``detail`` gives the member's lines and that verdict,
+    ``raw_text`` the line as read (rebuilt whole from ``bodies``, ``body_ref`` → ``body_text``, when
+    the line was split on its body), and the line yields no event and no register body. (A body a
+    damaged line met first is then stored only when an accepted line of another file brings it: the
+    damaged lines end their file, and each file is read by a task of its own, with a parser of its
+    own, :func:`read_capture_records`.) Other lines, and the columns bronze takes, are unchanged. ``damaged`` is small (a row per damaged file) and is
+    broadcast; only the damaged lines meet ``bodies``."""
+    # renamed apart: ``damaged`` comes from ``parsed``, and a self-join cannot tell their columns apart
+    marks = F.broadcast(damaged.select(F.col("source_file").alias("_file"), F.col("damaged_from").alias("_from"), F.col("damaged_to").alias("_to")))
+    inside = (F.col("source_file") == F.col("_file")) & (F.col("line_no") >= F.col("_from")) & (F.col("line_no") < F.col("_to"))
+    marked = parsed.join(marks, inside, "left")
+    columns = parsed.columns
+    kept = marked.where(F.col("_from").isNull()).select(*columns)
+    hit = marked.where(F.col("_from").isNotNull()).join(
+        bodies.select("body_ref", F.col("body_text").alias("_body_text")), "body_ref", "left"
+    )
+    as_read = F.when(F.col("status") == "accepted", F.lit("a valid record")).otherwise(F.col("reason"))
+    detail = F.format_string(
+        "a byte of this line comes from a gzip member that failed its integrity check (lines %d to %d of the file), "
+        "so it may be garbled; as read it is %s",
+        F.col("_from"), F.col("_to"), as_read,
+    )
+    text = F.when(F.col("body_ref").isNull(), F.col("line")).otherwise(_rebuilt_line("line", "_body_text"))
+    raw_text = F.when(F.col("status") == "accepted", F.expr(f"substring(_text, 1, {int(keep_bytes)})")).otherwise(F.col("raw_text"))
+    reworked = (
+        hit.withColumn("_text", text)
+        .withColumn("detail", detail)
+        .withColumn("raw_text", raw_text)
+        .withColumn("reason", F.lit("corrupt_gzip"))
+        .withColumn("status", F.lit("quarantined"))
+        .withColumn("record_id", F.lit(None).cast("string"))
+        .withColumn("body_id", F.lit(None).cast("string"))
+        .withColumn("new_body", F.lit(None).cast(parsed.schema["new_body"].dataType))
+        .select(*columns)
+    )
+    return kept.unionByName(reworked)
+
+
 def accepted_events(parsed: DataFrame) -> DataFrame:
     """The accepted records in ``silver.events`` shape (with ``event_date``), duplicates included."""
     return (
@@ -268,10 +322,14 @@ def whole_lines(lines: DataFrame, bodies: DataFrame) -> DataFrame:
     """``bronze.captures_raw`` rows with ``line`` rebuilt whole from ``bronze.capture_bodies`` (the SQL
     form of :func:`pipelines.ingest.bronze_form.exact_line`); ``body_ref`` is kept."""
     texts = bodies.select("body_ref", F.col("body_text").alias("_body_text"))
-    mark = F.when(F.col("_body_text").startswith('"'), F.lit(',"body_b64":')).otherwise(F.lit(',"body":'))
-    rebuilt = F.concat(F.expr("substring(line, 1, char_length(line) - 1)"), mark, F.col("_body_text"), F.lit("}"))
     return (
         lines.join(texts, on="body_ref", how="left")
-        .withColumn("line", F.when(F.col("body_ref").isNull(), F.col("line")).otherwise(rebuilt))
+        .withColumn("line", F.when(F.col("body_ref").isNull(), F.col("line")).otherwise(_rebuilt_line("line", "_body_text")))
         .select(*CAPTURES_RAW.schema.fieldNames())
     )
+
+
+def _rebuilt_line(line: str, body_text: str) -> Column:
+    """A split line (column ``line``, bronze form) made whole again with its body's text (``body_text``)."""
+    mark = F.when(F.col(body_text).startswith('"'), F.lit(',"body_b64":')).otherwise(F.lit(',"body":'))
+    return F.concat(F.expr(f"substring({line}, 1, char_length({line}) - 1)"), mark, F.col(body_text), F.lit("}"))

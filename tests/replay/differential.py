@@ -19,7 +19,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from nsreplay.config import Settings, load_settings
 from nsreplay.history import PublishedHistory, build_snapshot
@@ -67,23 +67,34 @@ def quarantined_lines(paths: Iterable[Path], settings: Settings) -> dict[tuple[s
     return reasons
 
 
-def _inflated(data: bytes) -> bytes:
+class Inflated(NamedTuple):
+    """What a gzip file inflates to before its damage or its cut (``data``), and ``damaged_at``: the
+    offset in ``data`` where the output of a member that failed its check (deflate data that does not
+    decode, a trailer that does not match, or bytes that are no member) began; None when none failed."""
+
+    data: bytes
+    damaged_at: int | None
+
+
+def _inflated(data: bytes) -> Inflated:
     """What a gzip stream of (possibly) several members inflates to, up to its first damage or its
     truncation, fed one byte at a time so that every byte before the damage counts; zero bytes after a
     member are padding. Deliberately not the ingest's reader (slow, and only for test captures)."""
     out: list[bytes] = []
-    at = 0
+    size = at = 0
     while at < len(data) and data[at:].strip(b"\0"):
-        member = zlib.decompressobj(wbits=31)
+        member, began = zlib.decompressobj(wbits=31), size
         while at < len(data) and not member.eof:
             try:
-                out.append(member.decompress(data[at:at + 1]))
+                piece = member.decompress(data[at:at + 1])
             except zlib.error:
-                return b"".join(out)
+                return Inflated(b"".join(out), began)
+            out.append(piece)
+            size += len(piece)
             at += 1
         if not member.eof:
             break
-    return b"".join(out)
+    return Inflated(b"".join(out), None)
 
 
 def capture_records(root: Path, settings: Settings | None = None) -> list[dict[str, Any]]:
@@ -91,24 +102,27 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
     file, line), from the files the ingest lists (``list_capture_files``: nested directories, plain
     and gzip, hidden files left out).
 
-    Only which lines are accepted is the ingest's word (:func:`quarantined_lines`, with ``settings``,
-    by default the job's): a quarantined line never reaches silver, so the replay never sees it and
-    ``gold.route_changes`` gives it no ``record_rank`` (schemas/gold.py); the model must not see it
-    either. A line the ingest's reader does not yield at all is kept, so a reader that loses lines
-    shows as a difference. A damaged gzip file gives the lines inflated before the damage
-    (:func:`_inflated`); the ingest quarantines the cut line after them."""
+    Only the verdict on each line by itself is the ingest's word (:func:`quarantined_lines`, with
+    ``settings``, by default the job's): a quarantined line never reaches silver, so the replay never
+    sees it and ``gold.route_changes`` gives it no ``record_rank`` (schemas/gold.py); the model must not
+    see it either. A line the ingest's reader does not yield at all is kept, so a reader that loses
+    lines shows as a difference. A damaged gzip file gives the lines inflated before the damage
+    (:func:`_inflated`), less every line a member that failed its check gave a byte to (its newline
+    included): the ingest quarantines those, and the cut line after them."""
     paths = [Path(f.path) for f in list_capture_files(str(root))]
     quarantined = quarantined_lines(paths, settings or load_settings())
     records = []
     for path in paths:
-        data = path.read_bytes()
+        data, damaged_at = path.read_bytes(), None
         if data[:2] == b"\x1f\x8b":
-            data = _inflated(data)
+            data, damaged_at = _inflated(data)
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()  # the empty piece after the file's last newline
+        end = -1  # where the line's newline is
         for line_no, raw in enumerate(lines, start=1):
-            if (str(path), line_no) in quarantined:
+            end += len(raw) + 1
+            if (str(path), line_no) in quarantined or (damaged_at is not None and end >= damaged_at):
                 continue
             record = json.loads(raw)
             record["_file"], record["_line"] = str(path), line_no

@@ -1,13 +1,18 @@
 """Damaged gzip captures against the model. The ingest keeps every complete line a damaged gzip file
-inflates to before its damage, and quarantines the cut line after them (``truncated_gzip``,
-``corrupt_gzip``; pipelines/ingest/capture_reader.py). The oracle inflates the same files its own way
-(``differential._inflated``, a byte at a time), so the published history must equal the model's over
-exactly those lines: a reader that lost a salvageable line, or kept one it should not, fails.
+inflates to before its damage, except the lines of a member that failed its integrity check, and
+quarantines the cut line after them (``truncated_gzip``, ``corrupt_gzip``;
+pipelines/ingest/capture_reader.py). A member whose deflate data or CRC fails may have garbled any of
+its lines, so every line it gave a byte to is quarantined as ``corrupt_gzip`` too
+(``pipelines.ingest.transforms.quarantine_damaged_members``). The oracle inflates the same files its
+own way (``differential._inflated``, a byte at a time, noting where a failed member began), so the
+published history must equal the model's over exactly the lines left: a reader that lost a salvageable
+line, or kept one it should not, fails.
 
-One NameServer's records are spread over three files: a plain one, a gzip file cut short in its
-deflate data and a gzip file with one byte of its deflate data changed, each file holding
-registrations, heartbeats and unregistrations of several brokers at shared instants (no ``seq``: file
-order decides ties, so a lost or extra line also moves ranks).
+One NameServer's records are spread over four files: a plain one, a gzip file cut short in its
+deflate data, a gzip file of two members whose second has one byte of its deflate data changed, and
+one of two members whose second has a CRC that does not match (a line spans the two members), each
+file holding registrations, heartbeats and unregistrations of several brokers at shared instants (no
+``seq``: file order decides ties, so a lost or extra line also moves ranks).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from differential import _inflated, capture_records, compare_changes
 from nsreplay.config import load_settings
@@ -27,7 +34,7 @@ from nsreplay.model.records import broker_heartbeat, namesrv_start, register_bro
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import IngestResult, run_ingest
 from pipelines.replay.run import run_replay
-from schemas.silver import QUARANTINE
+from schemas.silver import EVENTS, QUARANTINE, TOPIC_CONFIGS
 
 S = 1732147200000
 NS = "10.9.3.1:9876"  # 4.9
@@ -59,12 +66,24 @@ def jsonl(records: list[dict[str, Any]]) -> bytes:
 
 
 def damaged(data: bytes, how: str) -> bytes:
-    """``data`` gzipped, then cut at 60 % of its length, or with the byte there inverted."""
-    packed = gzip.compress(data, mtime=0)
+    """``data`` gzipped, then cut at 60 % of its length, with the byte there inverted, or with a
+    CRC trailer that does not match."""
+    packed = bytearray(gzip.compress(data, mtime=0))
     at = len(packed) * 6 // 10
     if how == "cut":
-        return packed[:at]
-    return packed[:at] + bytes([packed[at] ^ 0xFF]) + packed[at + 1:]
+        return bytes(packed[:at])
+    if how == "crc":
+        at = len(packed) - 8
+    packed[at] ^= 0xFF
+    return bytes(packed)
+
+
+def two_members(data: bytes, at: int, how: str) -> bytes:
+    """``data`` as two gzip members split at byte ``at``, the second damaged (:func:`damaged`)."""
+    return gzip.compress(data[:at], mtime=0) + damaged(data[at:], how)
+
+
+FILES = {"c-flipped.jsonl.gz": "flip", "d-crc.jsonl.gz": "crc"}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +92,10 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
     capture = tmp_path_factory.mktemp("damaged-gzip")
     (capture / "a-plain.jsonl").write_bytes(jsonl([namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)))
     (capture / "b-cut.jsonl.gz").write_bytes(damaged(jsonl(records_of_file(rnd, 400)), "cut"))
-    (capture / "c-flipped.jsonl.gz").write_bytes(damaged(jsonl(records_of_file(rnd, 400)), "flip"))
+    flipped = jsonl(records_of_file(rnd, 400))
+    (capture / "c-flipped.jsonl.gz").write_bytes(two_members(flipped, flipped.index(b"\n", len(flipped) // 2) + 1, "flip"))
+    crc = jsonl(records_of_file(rnd, 400))
+    (capture / "d-crc.jsonl.gz").write_bytes(two_members(crc, crc.index(b"\n", len(crc) // 2) - 5, "crc"))  # a line spans both
     root = str(tmp_path_factory.mktemp("damaged-gzip-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     ingested = run_ingest(spark, warehouse, load_settings(), str(capture), "gz-ingest")
@@ -81,20 +103,52 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
     return capture, root, ingested
 
 
-def test_each_damaged_file_loses_only_what_follows_its_damage(spark, damaged_published) -> None:
+def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
+    """(file, line, reason, raw_text) of every line of a failed member, and of each file's flagged last
+    line, as the oracle inflates them: all ``corrupt_gzip`` but the cut file's ``truncated_gzip``."""
+    keep = load_settings().ingest.quarantine_keep_bytes
+    rows = []
+    for name in ("b-cut.jsonl.gz", *FILES):
+        data, damaged_at = _inflated((capture / name).read_bytes())
+        assert (damaged_at is None) == (name == "b-cut.jsonl.gz")
+        end = -1
+        for line_no, raw in enumerate(data.split(b"\n"), start=1):
+            end += len(raw) + 1
+            last = end >= len(data)
+            if last or (damaged_at is not None and end >= damaged_at):
+                reason = "truncated_gzip" if name == "b-cut.jsonl.gz" else "corrupt_gzip"
+                rows.append((name, line_no, reason, raw.decode("utf-8", "replace")[:keep]))
+    return rows
+
+
+def test_a_failed_member_is_quarantined_whole_and_a_cut_loses_only_its_last_line(spark, damaged_published) -> None:
     capture, root, ingested = damaged_published
-    reasons = Counter((Path(r.source_file).name, r.reason) for r in
-                      Warehouse(root, spark, "delta-rs").read(QUARANTINE).select("source_file", "reason").collect())
-    flags = {(name, reason): n for (name, reason), n in reasons.items() if reason.endswith("_gzip")}
-    assert flags == {("b-cut.jsonl.gz", "truncated_gzip"): 1, ("c-flipped.jsonl.gz", "corrupt_gzip"): 1}
-    # deflate finds a changed byte only some way after it: the lines inflated in between are garbled,
-    # and quarantined when they are no valid record (here some are)
-    assert {name for name, reason in reasons if not reason.endswith("_gzip")} == {"c-flipped.jsonl.gz"}
+    quarantine = Warehouse(root, spark, "delta-rs").read(QUARANTINE)
+    got = quarantine.select(F.element_at(F.split("source_file", "/"), -1).alias("file"), "line_no", "reason", "raw_text")
+    want = spark.createDataFrame(expected_damaged_rows(capture), got.schema)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    # a garbled line of the flipped member is no valid record, and the detail says so; the CRC
+    # member's lines all parse, and still are quarantined
+    details = {(r.file, r.detail.rsplit("; as read it is ", 1)[1]) for r in
+               quarantine.where(F.col("detail").startswith("a byte of this line")).select(F.element_at(F.split("source_file", "/"), -1).alias("file"), "detail").collect()}
+    assert ("d-crc.jsonl.gz", "a valid record") in details and ("c-flipped.jsonl.gz", "a valid record") in details
+    assert {file for file, verdict in details if verdict != "a valid record"} == {"c-flipped.jsonl.gz"}
     kept = Counter(Path(r["_file"]).name for r in capture_records(capture))
     assert kept["a-plain.jsonl"] == 61
-    # some lines of each damaged file come through, and fewer than it held
-    assert 0 < kept["b-cut.jsonl.gz"] < 400 and 0 < kept["c-flipped.jsonl.gz"] < 400
-    assert (ingested.accepted + ingested.duplicates, ingested.quarantined) == (sum(kept.values()), sum(reasons.values()))
+    # each damaged file keeps some of its lines, and fewer than it held; each failed member starts
+    # after 190 to 210 lines (half the file's records, for the split)
+    assert 0 < kept["b-cut.jsonl.gz"] < 400 and all(190 <= kept[name] <= 210 for name in FILES)
+    assert (ingested.accepted + ingested.duplicates, ingested.quarantined) == (sum(kept.values()), quarantine.count())
+    assert ingested.quarantined_by_reason == dict(Counter(reason for _, _, reason, _ in expected_damaged_rows(capture)))
+
+
+def test_no_register_body_comes_from_a_quarantined_line(spark, damaged_published) -> None:
+    """A body first decoded by a line of a failed member is not stored: silver.topic_configs holds the
+    bodies of the accepted registrations, and only those."""
+    _, root, _ = damaged_published
+    warehouse = Warehouse(root, spark, "delta-rs")
+    used = warehouse.read(EVENTS).where(F.col("body_id").isNotNull()).select("body_id").distinct()
+    assert_df_equality(warehouse.read(TOPIC_CONFIGS).select("body_id"), used, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_gold_equals_the_model_over_the_salvaged_lines(spark, damaged_published) -> None:
@@ -105,6 +159,8 @@ def test_gold_equals_the_model_over_the_salvaged_lines(spark, damaged_published)
 
 def test_the_oracle_inflates_members_and_padding_and_stops_at_damage() -> None:
     one, two = b'{"a": 1}\n', b'{"b": 2}\n'
-    assert _inflated(gzip.compress(one) + gzip.compress(two) + b"\0" * 7) == one + two
-    assert _inflated(gzip.compress(one) + gzip.compress(two)[:-8]) == one + two  # only the trailer is cut
-    assert _inflated(gzip.compress(one) + b"\x1f\x8b" + b"\xff" * 20) == one
+    assert _inflated(gzip.compress(one) + gzip.compress(two) + b"\0" * 7) == (one + two, None)
+    assert _inflated(gzip.compress(one) + gzip.compress(two)[:-8]) == (one + two, None)  # only the trailer is cut
+    assert _inflated(gzip.compress(one) + b"\x1f\x8b" + b"\xff" * 20) == (one, len(one))
+    assert _inflated(gzip.compress(one) + damaged(two, "crc")) == (one + two, len(one))
+    assert _inflated(damaged(one, "crc") + gzip.compress(two)) == (one, 0)
