@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from differential import _inflated, capture_records, compare_changes
+from differential import _inflated, canonical_json, capture_records, compare_changes
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker, unregister_broker
 from nsreplay.storage import Warehouse
@@ -86,15 +87,22 @@ def two_members(data: bytes, at: int, how: str) -> bytes:
 FILES = {"c-flipped.jsonl.gz": "flip", "d-crc.jsonl.gz": "crc"}
 
 
+def records_by_file() -> dict[str, list[dict[str, Any]]]:
+    """The records of each file of the capture, before any damage (the same at every call)."""
+    rnd = random.Random(20261127)
+    plain = [namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)
+    return {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz")}}
+
+
 @pytest.fixture(scope="module")
 def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]:
-    rnd = random.Random(20261127)
+    records = records_by_file()
     capture = tmp_path_factory.mktemp("damaged-gzip")
-    (capture / "a-plain.jsonl").write_bytes(jsonl([namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)))
-    (capture / "b-cut.jsonl.gz").write_bytes(damaged(jsonl(records_of_file(rnd, 400)), "cut"))
-    flipped = jsonl(records_of_file(rnd, 400))
+    (capture / "a-plain.jsonl").write_bytes(jsonl(records["a-plain.jsonl"]))
+    (capture / "b-cut.jsonl.gz").write_bytes(damaged(jsonl(records["b-cut.jsonl.gz"]), "cut"))
+    flipped = jsonl(records["c-flipped.jsonl.gz"])
     (capture / "c-flipped.jsonl.gz").write_bytes(two_members(flipped, flipped.index(b"\n", len(flipped) // 2) + 1, "flip"))
-    crc = jsonl(records_of_file(rnd, 400))
+    crc = jsonl(records["d-crc.jsonl.gz"])
     (capture / "d-crc.jsonl.gz").write_bytes(two_members(crc, crc.index(b"\n", len(crc) // 2) - 5, "crc"))  # a line spans both
     root = str(tmp_path_factory.mktemp("damaged-gzip-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
@@ -149,6 +157,29 @@ def test_no_register_body_comes_from_a_quarantined_line(spark, damaged_published
     warehouse = Warehouse(root, spark, "delta-rs")
     used = warehouse.read(EVENTS).where(F.col("body_id").isNotNull()).select("body_id").distinct()
     assert_df_equality(warehouse.read(TOPIC_CONFIGS).select("body_id"), used, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_an_intact_copy_shipped_later_brings_the_quarantined_lines_as_late_data(spark, damaged_published, tmp_path) -> None:
+    """The runbook (docs/operations.md, "A damaged gzip capture"): an intact copy of the file, shipped
+    under another path here, is read whole by the next ingest; the lines kept before are duplicates,
+    the damaged member's lines are accepted, and the published window they fall in is named stale."""
+    capture, root, _ = damaged_published
+    root_copy, resent = str(tmp_path / "wh"), tmp_path / "resent" / "d-crc.jsonl.gz"
+    shutil.copytree(root, root_copy)  # the other tests keep the fixture's warehouse as it was
+    records = records_by_file()["d-crc.jsonl.gz"]
+    resent.parent.mkdir()
+    resent.write_bytes(gzip.compress(jsonl(records), mtime=0))
+    # a record of the file is a duplicate when silver holds it already (from any file) or the file repeats it
+    seen = {canonical_json({k: v for k, v in r.items() if not k.startswith("_")}) for r in capture_records(capture)}
+    duplicates = 0
+    for record in records:
+        text = canonical_json(record)
+        duplicates += text in seen
+        seen.add(text)
+    again = run_ingest(spark, Warehouse(root_copy, spark, "delta-rs"), load_settings(), str(resent), "gz-ingest-again")
+    assert (again.files_read, again.lines_read, again.duplicates, again.accepted, again.quarantined) == (1, 400, duplicates, 400 - duplicates, 0)
+    assert 150 < duplicates < 250  # about half: the lines of the file's first member, kept before
+    assert again.stale and "nsreplay backfill" in again.late_data()
 
 
 def test_gold_equals_the_model_over_the_salvaged_lines(spark, damaged_published) -> None:
