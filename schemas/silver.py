@@ -102,7 +102,7 @@ BODY = StructType(
 TOPIC_CONFIGS = TableSpec(
     name="silver.topic_configs",
     schema=StructType(list(BODY.fields) + [StructField("first_run_id", _str, False)]),
-    description="Each distinct register body's DataVersion, topic configs and filter list, parsed once.",
+    description="Each distinct register body of an accepted registration: DataVersion, topic configs and filter list, parsed once.",
 )
 
 QUARANTINE = TableSpec(

@@ -364,7 +364,13 @@ class LineParser:
         self._raw_texts = memory.raw_texts
         self._valid_headers = memory.valid_headers
         self._reported: set[str] = set()  # body ids this parser has reported as new
+        self._reporting: str | None = None  # the body id the line being parsed reports as new
         self._known: _KnownBody | None = None
+
+    def report_again(self, body_id: str) -> None:
+        """Report ``body_id`` as new once more, at the next line that carries it: the line it was
+        reported with yields no event (a row rule rejected it), so that line's body is not stored."""
+        self._reported.discard(body_id)
 
     # -- the repeated-body fast path ---------------------------------------------------------------
     #
@@ -471,12 +477,18 @@ class LineParser:
         return ParsedLine(self._verdict(obj), *learned)
 
     def _verdict(self, obj: dict[str, Any]) -> Accepted | Rejected:
+        """The line's verdict. A line rejected after its body was reported new (a value too deep to
+        store is found last) gives the report back, for the next line that carries the body."""
+        self._reporting = None
         try:
             return self._record(obj)
         except orjson.JSONEncodeError as exc:  # orjson reads JSON 1,024 levels deep but writes only 254
-            return Rejected("too_deep", f"a value nested too deeply to be stored ({exc})", *self._where(obj))
+            rejected = Rejected("too_deep", f"a value nested too deeply to be stored ({exc})", *self._where(obj))
         except _Reject as exc:
-            return Rejected(exc.reason, exc.detail, *self._where(obj))
+            rejected = Rejected(exc.reason, exc.detail, *self._where(obj))
+        if self._reporting is not None:
+            self.report_again(self._reporting)
+        return rejected
 
     @staticmethod
     def _where(obj: dict[str, Any]) -> tuple[str | None, int | None]:
@@ -670,4 +682,5 @@ class LineParser:
         if body_id in self._reported:
             return None
         self._reported.add(body_id)
+        self._reporting = body_id
         return known

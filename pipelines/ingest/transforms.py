@@ -98,8 +98,10 @@ UTF8_BOM = b"\xef\xbb\xbf"
 def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: ParseOptions, stored: set[str]) -> dict[str, Any]:
     """The READ_LINE row of one raw line: its bronze form and its parse (pure; used by the Spark
     adapter and by tests). ``stored`` holds the body refs whose text this task has emitted already;
-    the first line split on a body carries its text (``body_text``) and adds its ref. A byte order
-    mark at the start of a file's first line is not part of its record (:data:`UTF8_BOM`)."""
+    the first line split on a body carries its text (``body_text``) and adds its ref. A register body
+    new to the task (``new_body``, for ``silver.topic_configs``) comes with the first *accepted* line
+    that carries it. A byte order mark at the start of a file's first line is not part of its record
+    (:data:`UTF8_BOM`)."""
     row: dict[str, Any] = {"source_file": source_file, "line_no": line.line_no, "line_bytes": line.line_bytes, "read_error": line.read_error}
     if line.damaged_from is not None:
         row["damaged_from"] = line.damaged_from
@@ -122,12 +124,14 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
         row["raw_bytes"] = captured.raw_bytes
     if isinstance(verdict, Accepted):
         row.update(verdict.event)
-        if verdict.new_body is not None:
-            row["new_body"] = _body_row(verdict.new_body)
         broken = first_broken_rule(options.rules, verdict.event)
         if broken is None:
+            if verdict.new_body is not None:
+                row["new_body"] = _body_row(verdict.new_body)
             row["status"] = "accepted"
             return row
+        if verdict.new_body is not None:  # stored only with an event that uses it: the next such line brings it
+            parser.report_again(verdict.new_body.body_id)
         reason, detail = f"quality:{broken}", f"breaks the data-quality rule {broken}"
         namesrv, ts = verdict.event.get("namesrv"), verdict.event.get("ts")
     elif verdict is None:

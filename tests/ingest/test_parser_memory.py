@@ -115,3 +115,29 @@ def test_a_worker_keeps_one_memory_for_the_latest_configuration() -> None:
     other = worker_memory(("limits", 512, 15))
     assert other is not one
     assert worker_memory(("limits", 1024, 15)) is not one  # the first was dropped, not kept beside the second
+
+
+def test_a_body_comes_with_the_first_accepted_line_that_carries_it() -> None:
+    """A register line that a row rule rejects yields no event, so its body is not reported new with
+    it (``silver.topic_configs`` would hold a body no event uses); the next accepted line brings it."""
+    body = RegisterBody(DataVersion(0, 1732147100000, 3), tuple(TopicConfig(f"t-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+    T = 1732147200000
+    rejected = json.loads(_register(T, body))
+    rejected["extFields"]["brokerAddr"] = "not an address"
+    texts = [json.dumps(rejected, separators=(",", ":")).encode(), _register(T + 1, body), _register(T + 2, body)]
+    rows = file_rows([RawLine(i + 1, t, len(t)) for i, t in enumerate(texts)], "f.jsonl")
+    assert [(r["status"], r.get("reason")) for r in rows] == [("quarantined", "quality:broker_address"), ("accepted", None), ("accepted", None)]
+    assert [r.get("new_body") is not None for r in rows] == [False, True, False]
+    assert rows[1]["new_body"]["body_id"] == rows[1]["body_id"] == rows[2]["body_id"]
+
+
+def test_a_line_found_too_deep_after_its_body_gives_the_body_to_the_next_line() -> None:
+    """A value too deep to store is found last, when the record's id is computed, after the body was
+    decoded: that line is rejected, and the next line that carries the body still brings it."""
+    body = RegisterBody(DataVersion(0, 1732147100000, 3), tuple(TopicConfig(f"t-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+    T = 1732147200000
+    deep = _register(T, body)[:-1] + b',"note":' + b"[" * 300 + b"]" * 300 + b"}"
+    texts = [deep, _register(T + 1, body)]
+    rows = file_rows([RawLine(i + 1, t, len(t)) for i, t in enumerate(texts)], "f.jsonl")
+    assert [(r["status"], r.get("reason")) for r in rows] == [("quarantined", "too_deep"), ("accepted", None)]
+    assert [r.get("new_body") is not None for r in rows] == [False, True]
