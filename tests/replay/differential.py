@@ -97,6 +97,13 @@ def _inflated(data: bytes) -> Inflated:
     return Inflated(b"".join(out), None)
 
 
+def first_damaged_line(data: bytes, damaged_at: int | None) -> int | None:
+    """The number of the first line of the inflated ``data`` that holds a byte of the failed member
+    starting at ``damaged_at`` (:class:`Inflated`), its newline included: the lines before it end
+    before that offset. None when no member failed."""
+    return None if damaged_at is None else data.count(b"\n", 0, damaged_at) + 1
+
+
 def capture_records(root: Path, settings: Settings | None = None) -> list[dict[str, Any]]:
     """Every record of the capture that the ingest accepts, read independently of the ingest (json,
     file, line), from the files the ingest lists (``list_capture_files``: nested directories, plain
@@ -119,10 +126,9 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()  # the empty piece after the file's last newline
-        end = -1  # where the line's newline is
+        damaged_from = first_damaged_line(data, damaged_at)
         for line_no, raw in enumerate(lines, start=1):
-            end += len(raw) + 1
-            if (str(path), line_no) in quarantined or (damaged_at is not None and end >= damaged_at):
+            if (str(path), line_no) in quarantined or (damaged_from is not None and line_no >= damaged_from):
                 continue
             record = json.loads(raw)
             record["_file"], record["_line"] = str(path), line_no

@@ -29,7 +29,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from differential import _inflated, canonical_json, capture_records, compare_changes
+from differential import _inflated, canonical_json, capture_records, compare_changes, first_damaged_line
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker, unregister_broker
 from nsreplay.storage import Warehouse
@@ -119,11 +119,9 @@ def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
     for name in ("b-cut.jsonl.gz", *FILES):
         data, damaged_at = _inflated((capture / name).read_bytes())
         assert (damaged_at is None) == (name == "b-cut.jsonl.gz")
-        end = -1
-        for line_no, raw in enumerate(data.split(b"\n"), start=1):
-            end += len(raw) + 1
-            last = end >= len(data)
-            if last or (damaged_at is not None and end >= damaged_at):
+        lines, damaged_from = data.split(b"\n"), first_damaged_line(data, damaged_at)
+        for line_no, raw in enumerate(lines, start=1):  # the last piece is the flagged line
+            if line_no == len(lines) or (damaged_from is not None and line_no >= damaged_from):
                 reason = "truncated_gzip" if name == "b-cut.jsonl.gz" else "corrupt_gzip"
                 rows.append((name, line_no, reason, raw.decode("utf-8", "replace")[:keep]))
     return rows
