@@ -9,21 +9,31 @@ Contract:
   newline is still a line. A file of zero bytes yields no line.
 * Nothing is lost silently. Every problem becomes a :class:`CaptureLine` with a ``read_error``:
   ``line_too_long`` (longer than ``max_line_bytes`` without its trailing ``\\r``; only the first
-  ``keep_bytes`` are kept; ``line_bytes`` is the full length), ``truncated_gzip`` / ``corrupt_gzip``
-  (every complete line inflated before the end or the damage comes out as usual, then the bytes decoded
-  after the last complete line, possibly none, as one final line; a bad CRC or length trailer is
-  ``corrupt_gzip`` after all the member's lines) and ``unreadable_file`` (the file could not be opened
-  or read at all).
+  ``keep_bytes`` are kept; ``line_bytes`` is the full length), ``truncated_gzip`` (every complete line
+  inflated before the cut comes out as usual, then the bytes decoded after the last complete line,
+  possibly none, as one final line), ``corrupt_gzip`` (below) and ``unreadable_file`` (the file could
+  not be opened or read at all).
 * A member that fails its integrity check (deflate data it cannot decode, or a CRC or length trailer
   that does not match) may have garbled any of its lines: deflate detects damage only some way after
-  it, and the CRC only at the member's end. The final ``corrupt_gzip`` line then says where that
-  member began: ``damaged_from`` is the number of the first line holding one of its bytes (its newline
-  included), so lines ``damaged_from`` to the flagged one are suspect; the caller decides what to do
-  with them (the ingest quarantines them: ``pipelines.ingest.transforms.quarantine_damaged_members``).
-  Something other than a member after the zero padding garbles nothing: ``damaged_from`` is then
-  ``None``. So it is for a cut (``truncated_gzip``): a cut alone garbles nothing, and the cut member's
+  it, and the CRC only at the member's end. Every line it inflated before the byte where the damage
+  showed comes out, then the reading goes on at the next gzip member header, looked for from
+  :data:`RESYNC_LOOKBACK_BYTES` before that byte (deflate may read a damaged member past its end) but
+  after the failed member's start. The line in progress when the damage showed, which holds the first
+  bytes of the member found next (the bytes between are lost), is flagged ``corrupt_gzip``; when the
+  file ends before that line does (no member found, or only members with no newline), its last line
+  is the flagged one, empty if need be. The flagged line says
+  where the damage began: ``damaged_from`` is the number of the first line holding a byte of the
+  failed member (its newline included), or of the first of several failing in a row, and never a
+  line flagged before; lines ``damaged_from`` to the flagged one are suspect, and the caller decides
+  what to do with them (the ingest quarantines them:
+  ``pipelines.ingest.transforms.quarantine_damaged_members``). A member found after damage is
+  trusted only once its check passes: cut by the end of the file, it is a failed member too (its
+  bytes may only look like a member).
+* A cut (``truncated_gzip``) alone garbles nothing: ``damaged_from`` is ``None``, and the cut member's
   lines are kept, though its CRC went with the cut and they cannot be checked (a cut is how a file
-  copied while it was written ends, and its member is often the whole file).
+  copied while it was written ends, and its member is often the whole file). Something other than a
+  member after the zero padding ends the reading as ``corrupt_gzip`` on the last line, and garbles
+  nothing before it either.
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
 
@@ -35,8 +45,9 @@ turns a raw line into its :class:`CaptureLine`.
 from __future__ import annotations
 
 import zlib
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import BinaryIO, Callable, Iterator, Protocol
+from typing import BinaryIO, Callable, Generator, Iterator, Protocol
 
 try:  # zlib-ng inflates the same streams about twice as fast as zlib (same API, same results)
     from zlib_ng import zlib_ng as _inflate
@@ -50,6 +61,11 @@ CHUNK_BYTES = 4 * 1024 * 1024
 INFLATE_SLICE_BYTES = 256 * 1024
 # Compressed bytes replayed per call when salvaging the output of a slice that failed to inflate.
 SALVAGE_PIECE_BYTES = 256
+#: How far before the byte where a member's damage showed a resync looks for the next member: deflate
+#: may read a damaged member past its end, into the next member, before the damage shows (twice the
+#: deflate window).
+RESYNC_LOOKBACK_BYTES = 64 * 1024
+_MEMBER_HEADER = GZIP_MAGIC + b"\x08"  # the magic and the deflate method: what a resync looks for
 
 
 @dataclass(frozen=True)
@@ -105,8 +121,9 @@ class _Decompressor(Protocol):
 
 
 class _Truncated(Exception):
-    """The gzip stream ended early (``truncated_gzip``) or is damaged (``corrupt_gzip``);
-    ``in_member`` when the damage lies in a member, whose whole output is then suspect."""
+    """The gzip stream ended early (``truncated_gzip``) or with something that is not a member after
+    zero padding (``corrupt_gzip``); ``in_member`` when the member it ends in is suspect as a whole
+    (one found by a resync, cut before its check)."""
 
     def __init__(self, reason: str, *, in_member: bool = False) -> None:
         super().__init__(reason)
@@ -119,6 +136,14 @@ class _Truncated(Exception):
 MEMBER_START = b""
 
 
+class _Mark(bytes):
+    """An empty chunk distinct from :data:`MEMBER_START` (compared by identity)."""
+
+
+#: What :func:`_gunzip_chunks` yields after the output of a member that failed its check.
+MEMBER_FAILED = _Mark()
+
+
 def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
     for chunk in chunks:
         if len(chunk) <= size:
@@ -129,51 +154,131 @@ def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
             yield view[at : at + size]
 
 
-def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """Inflate a (multi-member) gzip stream; raise _Truncated when it ends early or is corrupt.
+class _Compressed:
+    """A gzip file's bytes, read forward one inflate slice at a time. The slices from the offset
+    given to :meth:`keep_from` on stay available (references to them, no copy) for a resync."""
 
-    Before raising ``corrupt_gzip``, everything the stream inflated up to the damage is yielded (see
-    :func:`_salvage`), so a bad byte or a bad CRC/length trailer costs only what follows it. Zero bytes
-    after the end of a member up to the end of the file are padding and ignored (as ``gzip -t`` does);
-    anything else after padding is ``corrupt_gzip``. :data:`MEMBER_START` comes before each member's
-    output (the bytes after a member's end that are not padding start the next one).
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._slices = _slices(chunks, INFLATE_SLICE_BYTES)
+        self._kept: deque[tuple[int, bytes | memoryview]] = deque()
+        self._needed = 0  # the first offset a resync may still look at
+        self.end = 0  # the offset in the file just after the last byte read
+
+    def keep_from(self, offset: int) -> None:
+        """Bytes before ``offset`` are no longer needed (an offset below an earlier one changes nothing)."""
+        self._needed = max(self._needed, offset)
+
+    def read(self) -> bytes | memoryview | None:
+        """The next slice, or None at the end of the file."""
+        while self._kept and self._kept[0][0] + len(self._kept[0][1]) <= self._needed:
+            self._kept.popleft()
+        piece = next(self._slices, None)
+        if piece is None:
+            return None
+        self._kept.append((self.end, piece))
+        self.end += len(piece)
+        return piece
+
+    def since(self, offset: int) -> bytes:
+        """The bytes read from ``offset`` on; ``offset`` is at least the last :meth:`keep_from`."""
+        return b"".join(piece[max(0, offset - at) :] for at, piece in self._kept if at + len(piece) > offset)
+
+
+def _next_member(source: _Compressed, offset: int) -> tuple[int, bytes] | None:
+    """Where the first gzip member header at or after ``offset`` starts, and the bytes read from
+    there on (reading on as far as needed); None when the file ends first.
+
+    A header is the magic, method 8 (deflate) and no reserved flag bit: zlib refuses any other at
+    once, having inflated nothing, so skipping them changes nothing but the time."""
+    buf, base = source.since(offset), offset
+    while True:
+        at = buf.find(_MEMBER_HEADER)
+        while at >= 0 and at + 3 < len(buf) and buf[at + 3] & 0xE0:
+            at = buf.find(_MEMBER_HEADER, at + 1)
+        if at >= 0 and at + 3 < len(buf):
+            return base + at, buf[at:]
+        more = source.read()
+        if more is None:
+            return None if at < 0 else (base + at, buf[at:])
+        keep = at if at >= 0 else max(0, len(buf) - (len(_MEMBER_HEADER) - 1))  # a header may span two slices
+        buf, base = buf[keep:] + bytes(more), base + keep
+        source.keep_from(base)
+
+
+def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Inflate a (multi-member) gzip stream, going on after damage; raise _Truncated when it ends
+    early, or ends with something gzip would not read after zero padding.
+
+    :data:`MEMBER_START` comes before each member's output. A member that fails its check (deflate
+    data it cannot decode, a CRC or length trailer that does not match) yields everything it inflated
+    before the byte where the damage showed (see :func:`_salvage`), then :data:`MEMBER_FAILED`; the
+    reading goes on at the next member header (:func:`_next_member`) that starts after the failed
+    member's own and no more than :data:`RESYNC_LOOKBACK_BYTES` before that byte (a damaged member
+    may be read past its end for a while before the damage shows). Such a member is trusted only
+    once it passes its check: cut by the end of the file, it is ``corrupt_gzip`` (``in_member``),
+    not ``truncated_gzip``. Zero bytes after the end of a member up to the end of the file are
+    padding and ignored (as ``gzip -t`` does); anything else after padding is ``corrupt_gzip``, and
+    the reading stops there. Bytes after a member's end that are not padding start the next member.
     """
+    source = _Compressed(chunks)
     decomp = _inflate.decompressobj(wbits=31)
+    member_at = 0  # where the current member starts in the file
     fed = 0  # bytes fed to the current member
     ended = False  # a member has ended and the next one has not started
     padded = False  # zero padding followed the last member
+    found = False  # the current member was found by a resync and has not passed its check yet
+    pending: bytes | memoryview | None = None  # bytes read already that the current member starts with
+    at = 0  # where ``data`` starts in the file
     yield MEMBER_START
-    for chunk in _slices(chunks, INFLATE_SLICE_BYTES):
-        data: bytes | memoryview = chunk
+    while True:
+        if pending is None:
+            data = source.read()
+            if data is None:
+                break
+            at = source.end - len(data)
+        else:
+            data, pending = pending, None
         while data:
             if ended:
                 if data[0] == 0:  # zero padding (checked by first byte: free for real members)
-                    data = _without_leading_zeros(data)
+                    rest = _without_leading_zeros(data)
+                    at += len(data) - len(rest)
+                    data = rest
                     padded = True
                     if not data:
                         break
                 if padded:  # something after the padding: not a member gzip would read either
                     raise _Truncated("corrupt_gzip")
                 ended = False
+                member_at = at
                 yield MEMBER_START
             fed += len(data)
+            source.keep_from(max(member_at + 1, at + 1 - RESYNC_LOOKBACK_BYTES))  # where a resync after this data may look
             before = decomp.copy()  # ~1 µs per slice: what the salvage replays from
             try:
                 out = decomp.decompress(data)
-            except (zlib.error, _inflate.error) as exc:
-                yield from _salvage(before, data)
-                raise _Truncated("corrupt_gzip", in_member=True) from exc
+            except (zlib.error, _inflate.error):
+                bad = yield from _salvage(before, data)
+                yield MEMBER_FAILED
+                resync = _next_member(source, max(member_at + 1, at + bad + 1 - RESYNC_LOOKBACK_BYTES))
+                if resync is None:
+                    return
+                member_at, pending = resync
+                at = member_at
+                decomp, fed, found = _inflate.decompressobj(wbits=31), 0, True
+                yield MEMBER_START
+                break
             if out:
                 yield out
             if not decomp.eof:
                 break
-            # A member ended; what follows it is the next member (or zero padding).
+            # A member ended, its check passed; what follows it is the next member (or zero padding).
+            at += len(data) - len(decomp.unused_data)
             data = decomp.unused_data
-            decomp = _inflate.decompressobj(wbits=31)
-            fed = 0
+            decomp, fed, found = _inflate.decompressobj(wbits=31), 0, False
             ended = True
     if fed and not decomp.eof:
-        raise _Truncated("truncated_gzip")
+        raise _Truncated("corrupt_gzip", in_member=True) if found else _Truncated("truncated_gzip")
 
 
 def _without_leading_zeros(data: bytes | memoryview) -> bytes:
@@ -181,15 +286,16 @@ def _without_leading_zeros(data: bytes | memoryview) -> bytes:
     return bytes(data).lstrip(b"\0")
 
 
-def _salvage(decomp: _Decompressor, data: bytes | memoryview) -> Iterator[bytes]:
-    """What ``decomp`` inflates from ``data`` before the error that ``data`` is known to raise.
+def _salvage(decomp: _Decompressor, data: bytes | memoryview) -> Generator[bytes, None, int]:
+    """What ``decomp`` inflates from ``data`` before the error that ``data`` is known to raise; returns
+    the index in ``data`` of the byte that raises.
 
     zlib discards the output of a call that fails, so ``data`` is replayed in pieces of
     ``SALVAGE_PIECE_BYTES`` from a copy of the state, and the piece that fails byte by byte: all output
     of the bytes before the failing one comes out. Deflate cannot tell where damage starts, only where it
-    is detected, so lines decoded just before that point may already be garbled (the final
-    ``corrupt_gzip`` line flags the file). A bad CRC/length trailer fails only in the trailer's bytes,
-    after every data byte was inflated.
+    is detected, so lines decoded just before that point may already be garbled (the reader marks the
+    member's lines). A bad CRC/length trailer fails only in the trailer's bytes, after every data byte
+    was inflated.
     """
     view = memoryview(data)
     for at in range(0, len(view), SALVAGE_PIECE_BYTES):
@@ -198,25 +304,27 @@ def _salvage(decomp: _Decompressor, data: bytes | memoryview) -> Iterator[bytes]
         try:
             out = decomp.decompress(piece)
         except (zlib.error, _inflate.error):
-            yield from _inflate_until_error(before, piece)
-            return
+            bad = yield from _inflate_until_error(before, piece)
+            return at + bad
         if out:
             yield out
         if decomp.eof:  # cannot fail after the member's end; stop rather than read past it
-            return
+            return at + len(piece) - 1
+    return len(view) - 1
 
 
-def _inflate_until_error(decomp: _Decompressor, data: memoryview) -> Iterator[bytes]:
-    """Inflate ``data`` one byte at a time and yield the output until a byte raises."""
+def _inflate_until_error(decomp: _Decompressor, data: memoryview) -> Generator[bytes, None, int]:
+    """Inflate ``data`` one byte at a time and yield the output until a byte raises; returns its index."""
     for at in range(len(data)):
         try:
             out = decomp.decompress(data[at : at + 1])
         except (zlib.error, _inflate.error):
-            return
+            return at
         if out:
             yield out
         if decomp.eof:
-            return
+            return at
+    return len(data) - 1
 
 
 def _raw_chunks(stream: BinaryIO) -> Iterator[bytes]:
@@ -250,22 +358,34 @@ def _buffered_line(
 
 
 def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
-    """Split a stream of decompressed bytes into numbered raw lines (see module contract)."""
+    """Split a stream of decompressed bytes into numbered raw lines (see module contract).
+
+    After :data:`MEMBER_FAILED`, the line in progress is the one the damage ends in: it holds the
+    failed member's last bytes, and the first bytes of the next member found, which may start in the
+    middle of a line whose beginning was lost. It comes out flagged ``corrupt_gzip`` with
+    ``damaged_from``, the first line that holds a byte of the failed member (or of the first of
+    several members failing in a row), but never a line flagged before: the ranges do not overlap."""
     line_no = 0
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
     held = max_line_bytes + 1  # the longest line kept whole, with its trailing \r
     member_first = 1  # the first line holding a byte of the gzip member being read
+    damaged: int | None = None  # the first damaged line, while the line the damage ends in is in progress
+    flagged = 0  # the last line flagged with a damaged range
     try:
         for chunk in chunks:
-            if not chunk:  # MEMBER_START: the line in progress gets the new member's bytes
-                member_first = line_no + 1
+            if not chunk:
+                if chunk is MEMBER_FAILED:
+                    if damaged is None:
+                        damaged = max(member_first, flagged + 1)
+                else:  # MEMBER_START: the line in progress gets the new member's bytes
+                    member_first = line_no + 1
                 continue
             start = 0
             while True:
                 nl = chunk.find(b"\n", start)
                 piece = chunk[start:] if nl < 0 else chunk[start:nl]
-                if nl >= 0 and not buf and not overflow and len(piece) <= max_line_bytes:
+                if nl >= 0 and not buf and not overflow and len(piece) <= max_line_bytes and damaged is None:
                     # the usual case: a whole line inside this chunk, taken without copying it again
                     line_no += 1
                     yield _make_line(line_no, piece, len(piece), None)
@@ -281,17 +401,23 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                 if nl < 0:
                     break
                 line_no += 1
-                yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None)
+                if damaged is None:
+                    yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None)
+                else:
+                    yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, "corrupt_gzip", damaged)
+                    damaged, flagged = None, line_no
                 buf.clear()
                 overflow = 0
                 start = nl + 1
     except _Truncated as exc:
         line_no += 1
-        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, exc.reason, member_first if exc.in_member else None)
+        if exc.in_member and damaged is None:
+            damaged = max(member_first, flagged + 1)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, exc.reason if damaged is None else "corrupt_gzip", damaged)
         return
-    if buf or overflow:
+    if buf or overflow or damaged is not None:  # the file ends in damage: its last line, possibly empty
         line_no += 1
-        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None if damaged is None else "corrupt_gzip", damaged)
 
 
 def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:

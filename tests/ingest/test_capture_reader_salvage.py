@@ -1,10 +1,11 @@
-"""The capture reader on damaged gzip: every line inflated before the damage comes out, then one final
-flagged line that says where the damaged member began; zero padding after the last member; CRLF lines
-at the length limit."""
+"""The capture reader on damaged gzip: every line inflated before the damage comes out, then the line
+the damage ends in, flagged with where the damaged member began; the reading goes on at the next
+member found; zero padding after the last member; CRLF lines at the length limit."""
 
 import gzip
 import importlib
 import io
+import random
 import struct
 import zlib
 
@@ -136,6 +137,100 @@ def test_something_not_gzip_right_after_a_member_is_a_damaged_member_of_its_own(
     assert raw_lines(gzip.compress(b"a\nb\n") + b"garbage") == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"", 0, "corrupt_gzip", damaged_from=3)]
 
 
+def flagged(got: list[RawLine]) -> list[tuple[int, int | None]]:
+    """(line, damaged_from) of each flagged line."""
+    return [(line.line_no, line.damaged_from) for line in got if line.read_error]
+
+
+@pytest.mark.parametrize("slice_bytes", [DEFAULT_SLICE, 4096, 7])
+def test_the_reading_goes_on_at_the_member_after_a_damaged_one(monkeypatch, inflater: str, slice_bytes: int) -> None:
+    """Three members, the middle one with a byte inverted: its lines up to the damage come out and
+    are all marked, up to the line the damage ends in, which also holds the first bytes of the third
+    member; the third member's other lines come out clean."""
+    monkeypatch.setattr(reader, "INFLATE_SLICE_BYTES", slice_bytes)
+    middle = bytearray(gzip.compress(payload_of(20_000), mtime=0))
+    middle[len(middle) // 2] ^= 0xFF
+    prefix = _inflatable_prefix(bytes(middle))
+    data = gzip.compress(b"a\nb\n", mtime=0) + bytes(middle) + gzip.compress(b"c\nd\n", mtime=0)
+    got = raw_lines(data, max_line_bytes=1 << 20, keep_bytes=1 << 20)
+    *complete, rest = prefix.split(b"\n")
+    junction = len(complete) + 3
+    assert [line.data for line in got] == [b"a", b"b", *complete, rest + b"c", b"d"]
+    assert flagged(got) == [(junction, 3)] and got[junction - 1].read_error == "corrupt_gzip"
+
+
+@pytest.mark.parametrize(
+    ("members", "lines", "marks"),
+    [
+        pytest.param([b"a\nb\n", b"c\nd\n"], [b"a", b"b", b"c", b"d"], [(3, 1)], id="the-next-member-starts-a-line"),
+        pytest.param([b"a\nb", b"c\nd\n"], [b"a", b"bc", b"d"], [(2, 1)], id="a-line-spans-the-gap"),
+        pytest.param([b"a\nb", b"c\nd"], [b"a", b"bc", b"d"], [(2, 1)], id="the-last-line-unterminated"),
+        pytest.param([b"a\nb\n", b""], [b"a", b"b", b""], [(3, 1)], id="the-next-member-is-empty"),
+        pytest.param([b"a\n", b"b", b"c\nd\n"], [b"a", b"bc", b"d"], [(2, 1)], id="two-failed-in-a-row"),
+        pytest.param([b"a", b"b", b"c\nd\n"], [b"abc", b"d"], [(1, 1)], id="two-failed-in-a-row-in-one-line"),
+        pytest.param([b"a\n", b"b\nc", b"d\n"], [b"a", b"b", b"cd"], [(2, 1), (3, 3)], id="two-failed-apart"),
+    ],
+)
+def test_a_member_that_fails_its_crc_is_marked_and_the_next_one_read(
+    inflater: str, members: list[bytes], lines: list[bytes], marks: list[tuple[int, int]]
+) -> None:
+    """Every member but the last fails its CRC (its bytes all inflate): each marks the lines from the
+    first one holding its bytes to the line in progress when the next member starts (which may start
+    in the middle of a line whose beginning was lost), never a line marked before."""
+    data = b"".join(bad_crc(m) for m in members[:-1]) + gzip.compress(members[-1], mtime=0)
+    got = raw_lines(data)
+    assert [line.data for line in got] == lines
+    assert flagged(got) == marks and {line.read_error for line in got} <= {None, "corrupt_gzip"}
+
+
+def test_garbage_between_members_marks_one_line() -> None:
+    """Bytes that are no member (a stray gzip magic among them) fail at once, inflating nothing."""
+    garbage = b"junk\x1f\x8b\x08\x00junk\x1f\x8b\x08\xffjunk"
+    got = raw_lines(gzip.compress(b"a\nb\n") + garbage + gzip.compress(b"c\nd\n"))
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"c", 1, "corrupt_gzip", damaged_from=3), RawLine(4, b"d", 1)]
+
+
+def unfinished_member(payload: bytes) -> bytes:
+    """A member whose deflate data has no final block: zlib reads on, through its trailer, into
+    whatever follows it before it fails."""
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return gzip_member(comp.compress(payload) + comp.flush(zlib.Z_SYNC_FLUSH), payload)
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_a_member_is_found_though_the_damage_shows_only_inside_it(monkeypatch, inflater: str, sliced: bool) -> None:
+    """The damage before it shows a few bytes into the next member's header: the resync looks back
+    (and without the lookback, that member would be lost). ``sliced``: the byte that raises starts an
+    inflate slice, and the lookback is just long enough, so the header lies in the slice before."""
+    rnd = random.Random(0)
+    first = unfinished_member(b"".join(b'{"k":%d}\n' % rnd.randrange(10**6) for _ in range(50)))
+    data = first + gzip.compress(b"next-1\nnext-2\n", mtime=0)
+    shows_at = len(_inflatable_prefix(data, positions=True))
+    assert shows_at > len(first)  # the byte that raises lies inside the next member
+    if sliced:
+        monkeypatch.setattr(reader, "INFLATE_SLICE_BYTES", shows_at)
+        monkeypatch.setattr(reader, "RESYNC_LOOKBACK_BYTES", shows_at + 1 - len(first))
+    got = raw_lines(data)
+    assert got[-2].data.endswith(b"next-1") and got[-1] == RawLine(52, b"next-2", 6)  # line 51 holds the bytes read past the end
+    assert flagged(got) == [(51, 1)]
+    monkeypatch.setattr(reader, "RESYNC_LOOKBACK_BYTES", 0)
+    assert b"next-2" not in [line.data for line in raw_lines(data)]
+
+
+def test_a_member_found_after_damage_counts_only_once_checked(inflater: str) -> None:
+    """Cut before its trailer, a member found by a resync was never checked (it may be bytes that only
+    look like a member): its lines are marked, and the file ends ``corrupt_gzip``."""
+    whole = bad_crc(b"a\nb\n") + gzip.compress(b"c\nd\ne\n", mtime=0)
+    got = raw_lines(whole[:-4])
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"c", 1, "corrupt_gzip", damaged_from=1),
+                   RawLine(4, b"d", 1), RawLine(5, b"e", 1), RawLine(6, b"", 0, "corrupt_gzip", damaged_from=4)]
+
+
+def test_damage_with_no_member_after_it_ends_the_file(inflater: str) -> None:
+    got = raw_lines(bad_crc(b"a\nb") + b"no member here" + b"\x1f\x8b")
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=1)]
+
+
 def test_a_cut_member_marks_no_damaged_lines(inflater: str) -> None:
     """A cut stream garbles nothing before the cut: ``damaged_from`` stays None."""
     whole = gzip.compress(b"a\nb\n") + gzip.compress(payload_of(200))
@@ -143,15 +238,16 @@ def test_a_cut_member_marks_no_damaged_lines(inflater: str) -> None:
     assert got[-1].read_error == "truncated_gzip" and {line.damaged_from for line in got} == {None}
 
 
-def _inflatable_prefix(data: bytes) -> bytes:
-    """What zlib inflates from one gzip member fed byte by byte, up to the byte that raises."""
+def _inflatable_prefix(data: bytes, positions: bool = False) -> bytes:
+    """What zlib inflates from one gzip member fed byte by byte, up to the byte that raises (with
+    ``positions``: the bytes fed before it)."""
     decomp = zlib.decompressobj(wbits=31)
     out = bytearray()
     for at in range(len(data)):
         try:
             out += decomp.decompress(data[at : at + 1])
         except zlib.error:
-            return bytes(out)
+            return data[:at] if positions else bytes(out)
     raise AssertionError("the data was expected to be corrupt")
 
 
