@@ -6,8 +6,9 @@ Order of writes (each through the storage module, each an idempotent commit keye
    quarantine rows. ``bronze.captures_raw`` gets every line as read, in bronze's form
    (``pipelines.ingest.bronze_form``), and ``bronze.capture_bodies`` the body texts it refers to
    that it did not hold yet. Nothing else passes the line text again, except when a gzip member
-   failed its integrity check: then every line it gave a byte to is quarantined as ``corrupt_gzip``
-   (``quarantine_damaged_members``), and the lines are counted again.
+   failed its integrity check: then every line it gave a byte to, up to the line its damage ends in
+   (flagged by the reader), is quarantined as ``corrupt_gzip`` (``quarantine_damaged_members``), and
+   the lines are counted again.
 2. Great Expectations validates what silver would receive. On failure nothing is written to silver
    except the quality results and the run row (status ``failed_quality``), and
    :class:`IngestQualityError` is raised with a readable report, which names each reason lines

@@ -6,7 +6,7 @@ a task reads from the capture files it is given; no ``collect()`` of event data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -135,7 +135,7 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
         reason, detail = f"quality:{broken}", f"breaks the data-quality rule {broken}"
         namesrv, ts = verdict.event.get("namesrv"), verdict.event.get("ts")
     elif verdict is None:
-        reason, detail, namesrv, ts = line.read_error, f"the reader could not take this line whole ({line.read_error})", None, None
+        reason, detail, namesrv, ts = line.read_error, _read_error_detail(line), None, None
     else:
         reason, detail, namesrv, ts = verdict.reason, verdict.detail, verdict.namesrv, verdict.ts
     if text is None:
@@ -144,6 +144,36 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
     for key in ("record_id", "body_id"):
         row.pop(key, None)
     return row
+
+
+def _read_error_detail(line: RawLine) -> str:
+    """What the quarantine says of a line the reader flagged."""
+    if line.damaged_from is not None:
+        return (
+            f"a gzip member that failed its integrity check ends in this line, so lines {line.damaged_from} to "
+            f"{line.line_no} may be garbled (corrupt_gzip); the reading went on at the next gzip member found, if any"
+        )
+    return f"the reader could not take this line whole ({line.read_error})"
+
+
+def read_line_rows(parser: LineParser, source_file: str, lines: Iterable[RawLine], options: ParseOptions, stored: set[str]) -> Iterator[dict[str, Any]]:
+    """The READ_LINE rows of a file's lines (:func:`read_line_row`), one parser for the file. A line
+    that ends a damaged gzip member's range (``damaged_from``) gives the parser back every register
+    body first reported by a line of that range: the ingest quarantines those lines
+    (:func:`quarantine_damaged_members`), so the next accepted line of the file that carries such a
+    body must bring it. (The bodies reported are few: one per distinct body of the file.)"""
+    reported: list[tuple[int, str]] = []  # (line, body_id) of each body reported new so far
+    for line in lines:
+        row = read_line_row(parser, source_file, line, options, stored)
+        body = row.get("new_body")
+        if body is not None:
+            reported.append((line.line_no, body["body_id"]))
+        if line.damaged_from is not None and reported:
+            for line_no, body_id in reported:
+                if line_no >= line.damaged_from:
+                    parser.report_again(body_id)
+            reported = [(n, b) for n, b in reported if n < line.damaged_from]
+        yield row
 
 
 def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[str], Iterator[pa.RecordBatch]]:
@@ -160,7 +190,7 @@ def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[str], Itera
 
     def batches_of(path: str) -> Iterator[pa.RecordBatch]:
         lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
-        rows = (read_line_row(parser, path, line, parse, stored) for line in lines)
+        rows = read_line_rows(parser, path, lines, parse, stored)
         with gc_paused():
             yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
 
@@ -202,9 +232,11 @@ def first_quarantined(parsed: DataFrame) -> DataFrame:
 
 
 def damaged_members(parsed: DataFrame) -> DataFrame:
-    """One row per file whose reader met a gzip member that failed its integrity check: ``source_file``,
-    ``damaged_from`` (the first line the member gave a byte to) and ``damaged_to`` (the ``corrupt_gzip``
-    line that ends the file)."""
+    """One row per range of lines that gzip members failing their integrity check may have garbled:
+    ``source_file``, ``damaged_from`` (the first line such a member gave a byte to) and ``damaged_to``
+    (the ``corrupt_gzip`` line the damage ends in: it holds the failed member's last bytes and the
+    first ones of the next member found). A file has as many ranges as the reader resumed after damage
+    (plus one when it ends in damage); they do not overlap."""
     return parsed.where(F.col("damaged_from").isNotNull()).select("source_file", "damaged_from", F.col("line_no").alias("damaged_to"))
 
 
@@ -214,13 +246,13 @@ def quarantine_damaged_members(parsed: DataFrame, damaged: DataFrame, bodies: Da
     A member whose deflate data or CRC fails may have garbled any line it inflated to (deflate notices
     damage only some way after it, the CRC only at the member's end), and a garbled line can still be
     a valid record, with a ``ts`` months away. So lines ``damaged_from`` to ``damaged_to - 1`` of each
-    file in ``damaged`` (:func:`damaged_members`; the last line is ``corrupt_gzip`` already) are
-    quarantined whatever their own verdict: ``detail`` gives the member's lines and that verdict,
-    ``raw_text`` the line as read (rebuilt whole from ``bodies``, ``body_ref`` → ``body_text``, when
-    the line was split on its body), and the line yields no event and no register body. (A body a
-    damaged line met first is then stored only when an accepted line of another file brings it: the
-    damaged lines end their file, and each file is read by a task of its own, with a parser of its
-    own, :func:`read_capture_records`.) Other lines, and the columns bronze takes, are unchanged. ``damaged`` is small (a row per damaged file) and is
+    range in ``damaged`` (:func:`damaged_members`; the last line is ``corrupt_gzip`` already) are
+    quarantined whatever their own verdict: ``detail`` gives the range and that verdict, ``raw_text``
+    the line as read (rebuilt whole from ``bodies``, ``body_ref`` → ``body_text``, when the line was
+    split on its body), and the line yields no event and no register body. (A body a damaged line
+    reported first is reported again by the next accepted line of its file that carries it: the
+    reader gives it back to the file's parser at the end of the range, :func:`read_line_rows`.) Other
+    lines, and the columns bronze takes, are unchanged. ``damaged`` is small (a row per range) and is
     broadcast; only the damaged lines meet ``bodies``."""
     # renamed apart: ``damaged`` comes from ``parsed``, and a self-join cannot tell their columns apart
     marks = F.broadcast(damaged.select(F.col("source_file").alias("_file"), F.col("damaged_from").alias("_from"), F.col("damaged_to").alias("_to")))

@@ -18,7 +18,7 @@ from nsreplay.protocol.register_body import DataVersion, RegisterBody, TopicConf
 from pipelines.ingest.capture_files import list_capture_files, open_capture
 from pipelines.ingest.capture_reader import RawLine, read_capture_raw
 from pipelines.ingest.records import Accepted, LineParser, ParserLimits, ParserMemory, Rejected, worker_memory
-from pipelines.ingest.transforms import ParseOptions, read_line_row
+from pipelines.ingest.transforms import ParseOptions, read_line_row, read_line_rows
 from pipelines.quality.rules import event_rules, register_body_problem
 from nsreplay.config import load_settings
 
@@ -141,3 +141,22 @@ def test_a_line_found_too_deep_after_its_body_gives_the_body_to_the_next_line() 
     rows = file_rows([RawLine(i + 1, t, len(t)) for i, t in enumerate(texts)], "f.jsonl")
     assert [(r["status"], r.get("reason")) for r in rows] == [("quarantined", "too_deep"), ("accepted", None)]
     assert [r.get("new_body") is not None for r in rows] == [False, True]
+
+
+def test_a_damaged_range_gives_back_the_bodies_its_lines_reported() -> None:
+    """A line that ends a damaged gzip member's range (``damaged_from``) gives the parser back the
+    bodies first reported by lines of that range (the ingest quarantines them): the next accepted
+    line carrying one brings it again. A body reported before the range stays reported."""
+    before, inside = (
+        RegisterBody(DataVersion(0, 1732147100000, 3), tuple(TopicConfig(f"{p}-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+        for p in ("before", "inside")
+    )
+    T = 1732147200000
+    texts = [_register(T, before), _register(T + 1, inside), b"garbled", _register(T + 2, inside), _register(T + 3, before)]
+    lines = [RawLine(i + 1, t, len(t)) for i, t in enumerate(texts)]
+    lines[2] = RawLine(3, b"garbled", 7, "corrupt_gzip", damaged_from=2)
+    rows = list(read_line_rows(parser(), "f.jsonl.gz", lines, OPTIONS, set()))
+    assert [r["status"] for r in rows] == ["accepted", "accepted", "quarantined", "accepted", "accepted"]
+    assert [r.get("new_body") is not None for r in rows] == [True, True, False, True, False]
+    assert rows[1]["new_body"]["body_id"] == rows[3]["new_body"]["body_id"] != rows[0]["new_body"]["body_id"]
+    assert "lines 2 to 3 may be garbled" in rows[2]["detail"]

@@ -67,41 +67,61 @@ def quarantined_lines(paths: Iterable[Path], settings: Settings) -> dict[tuple[s
     return reasons
 
 
+#: How far before the byte where a member's damage showed the ingest's reader looks for the next
+#: member (``capture_reader.RESYNC_LOOKBACK_BYTES``; restated here, a rule of the reader's contract).
+RESYNC_LOOKBACK = 64 * 1024
+
+
 class Inflated(NamedTuple):
-    """What a gzip file inflates to before its damage or its cut (``data``), and ``damaged_at``: the
-    offset in ``data`` where the output of a member that failed its check (deflate data that does not
-    decode, a trailer that does not match, or bytes that are no member) began; None when none failed."""
+    """What a gzip file inflates to (``data``), and ``failures``: for each member that failed its
+    check (deflate data that does not decode, a trailer that does not match, bytes that are no member,
+    a member found after damage and cut before its check), the offsets in ``data`` where its output
+    began and where it stopped, in order."""
 
     data: bytes
-    damaged_at: int | None
+    failures: tuple[tuple[int, int], ...]
 
 
 def _inflated(data: bytes) -> Inflated:
-    """What a gzip stream of (possibly) several members inflates to, up to its first damage or its
-    truncation, fed one byte at a time so that every byte before the damage counts; zero bytes after a
-    member are padding. Deliberately not the ingest's reader (slow, and only for test captures)."""
-    out: list[bytes] = []
-    size = at = 0
-    while at < len(data) and data[at:].strip(b"\0"):
-        member, began = zlib.decompressobj(wbits=31), size
-        while at < len(data) and not member.eof:
-            try:
-                piece = member.decompress(data[at:at + 1])
-            except zlib.error:
-                return Inflated(b"".join(out), began)
-            out.append(piece)
-            size += len(piece)
-            at += 1
-        if not member.eof:
+    """What a gzip stream of (possibly) several members inflates to, fed one byte at a time so that
+    every byte before the damage counts, going on after damage as the reader's contract says: at the
+    first ``1f 8b`` after the failed member's first byte and no more than :data:`RESYNC_LOOKBACK`
+    before the byte that raised. Zero bytes after a member are padding; anything after padding ends
+    the reading, as a failure. Deliberately not the ingest's reader (slow, and only for test captures)."""
+    out = bytearray()
+    failures: list[tuple[int, int]] = []
+    at, found = 0, False
+    while at < len(data):
+        start, began, member = at, len(out), zlib.decompressobj(wbits=31)
+        try:
+            while at < len(data) and not member.eof:
+                out += member.decompress(data[at:at + 1])
+                at += 1
+        except zlib.error:
+            failures.append((began, len(out)))
+            at = data.find(b"\x1f\x8b", max(start + 1, at + 1 - RESYNC_LOOKBACK))
+            if at < 0:
+                break
+            found = True
+            continue
+        if not member.eof:  # cut: a member found after damage was never checked
+            if found:
+                failures.append((began, len(out)))
             break
-    return Inflated(b"".join(out), None)
+        found = False
+        if at < len(data) and data[at] == 0:
+            if data[at:].strip(b"\0"):  # something after the padding
+                failures.append((len(out), len(out)))
+            break
+    return Inflated(bytes(out), tuple(failures))
 
 
-def first_damaged_line(data: bytes, damaged_at: int | None) -> int | None:
-    """The number of the first line of the inflated ``data`` that holds a byte of the failed member
-    starting at ``damaged_at`` (:class:`Inflated`), its newline included: the lines before it end
-    before that offset. None when no member failed."""
-    return None if damaged_at is None else data.count(b"\n", 0, damaged_at) + 1
+def damaged_lines(data: bytes, failures: tuple[tuple[int, int], ...]) -> set[int]:
+    """The numbers of the lines of the inflated ``data`` that a failed member (:class:`Inflated`)
+    may have garbled: each line holding a byte of its output, its newline included, and the line in
+    progress where its output stopped (the next bytes come from the next member found, and may start
+    in the middle of a line)."""
+    return {no for began, stop in failures for no in range(data.count(b"\n", 0, began) + 1, data.count(b"\n", 0, stop) + 2)}
 
 
 def capture_records(root: Path, settings: Settings | None = None) -> list[dict[str, Any]]:
@@ -113,22 +133,22 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
     ``settings``, by default the job's): a quarantined line never reaches silver, so the replay never
     sees it and ``gold.route_changes`` gives it no ``record_rank`` (schemas/gold.py); the model must not
     see it either. A line the ingest's reader does not yield at all is kept, so a reader that loses
-    lines shows as a difference. A damaged gzip file gives the lines inflated before the damage
-    (:func:`_inflated`), less every line a member that failed its check gave a byte to (its newline
-    included): the ingest quarantines those, and the cut line after them."""
+    lines shows as a difference. A damaged gzip file gives the lines it inflates to (:func:`_inflated`),
+    less those a failed member may have garbled (:func:`damaged_lines`): the ingest quarantines those,
+    and a cut line."""
     paths = [Path(f.path) for f in list_capture_files(str(root))]
     quarantined = quarantined_lines(paths, settings or load_settings())
     records = []
     for path in paths:
-        data, damaged_at = path.read_bytes(), None
+        data, damaged = path.read_bytes(), set()
         if data[:2] == b"\x1f\x8b":
-            data, damaged_at = _inflated(data)
+            data, failures = _inflated(data)
+            damaged = damaged_lines(data, failures)
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()  # the empty piece after the file's last newline
-        damaged_from = first_damaged_line(data, damaged_at)
         for line_no, raw in enumerate(lines, start=1):
-            if (str(path), line_no) in quarantined or (damaged_from is not None and line_no >= damaged_from):
+            if (str(path), line_no) in quarantined or line_no in damaged:
                 continue
             record = json.loads(raw)
             record["_file"], record["_line"] = str(path), line_no

@@ -1,18 +1,19 @@
 """Damaged gzip captures against the model. The ingest keeps every complete line a damaged gzip file
-inflates to before its damage, except the lines of a member that failed its integrity check, and
-quarantines the cut line after them (``truncated_gzip``, ``corrupt_gzip``;
-pipelines/ingest/capture_reader.py). A member whose deflate data or CRC fails may have garbled any of
-its lines, so every line it gave a byte to is quarantined as ``corrupt_gzip`` too
-(``pipelines.ingest.transforms.quarantine_damaged_members``). The oracle inflates the same files its
-own way (``differential._inflated``, a byte at a time, noting where a failed member began), so the
-published history must equal the model's over exactly the lines left: a reader that lost a salvageable
-line, or kept one it should not, fails.
+inflates to, except the lines a member that failed its integrity check may have garbled, and
+quarantines a cut line (``truncated_gzip``, ``corrupt_gzip``; pipelines/ingest/capture_reader.py). A
+member whose deflate data or CRC fails may have garbled any of its lines, so every line it gave a byte
+to is quarantined as ``corrupt_gzip``, and so is the line its damage ends in, where the reading goes on
+at the next member found (``pipelines.ingest.transforms.quarantine_damaged_members``). The oracle
+inflates the same files its own way (``differential._inflated``, a byte at a time, noting where each
+failed member's output began and stopped), so the published history must equal the model's over
+exactly the lines left: a reader that lost a salvageable line, or kept one it should not, fails.
 
 One NameServer's records are spread over four files: a plain one, a gzip file cut short in its
-deflate data, a gzip file of two members whose second has one byte of its deflate data changed, and
-one of two members whose second has a CRC that does not match (a line spans the two members), each
-file holding registrations, heartbeats and unregistrations of several brokers at shared instants (no
-``seq``: file order decides ties, so a lost or extra line also moves ranks).
+deflate data, a gzip file of three members whose second has one byte of its deflate data changed, and
+one of three members whose second has a CRC that does not match (a line spans each pair of members,
+and a register body first met in the failed member comes again in the third), each file holding
+registrations, heartbeats and unregistrations of several brokers at shared instants (no ``seq``: file
+order decides ties, so a lost or extra line also moves ranks).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from differential import _inflated, canonical_json, capture_records, compare_changes, first_damaged_line
+from differential import _inflated, canonical_json, capture_records, compare_changes, damaged_lines
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker, unregister_broker
 from nsreplay.storage import Warehouse
@@ -79,9 +80,10 @@ def damaged(data: bytes, how: str) -> bytes:
     return bytes(packed)
 
 
-def two_members(data: bytes, at: int, how: str) -> bytes:
-    """``data`` as two gzip members split at byte ``at``, the second damaged (:func:`damaged`)."""
-    return gzip.compress(data[:at], mtime=0) + damaged(data[at:], how)
+def three_members(data: bytes, cuts: tuple[int, int], how: str) -> bytes:
+    """``data`` as three gzip members split at bytes ``cuts``, the second damaged (:func:`damaged`)."""
+    first, second = cuts
+    return gzip.compress(data[:first], mtime=0) + damaged(data[first:second], how) + gzip.compress(data[second:], mtime=0)
 
 
 FILES = {"c-flipped.jsonl.gz": "flip", "d-crc.jsonl.gz": "crc"}
@@ -91,7 +93,28 @@ def records_by_file() -> dict[str, list[dict[str, Any]]]:
     """The records of each file of the capture, before any damage (the same at every call)."""
     rnd = random.Random(20261127)
     plain = [namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)
-    return {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz")}}
+    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz")}}
+    crc = files["d-crc.jsonl.gz"]
+    for i in (200, 380):  # the body, found nowhere else, first in the failed member, then in the third
+        crc[i] = register_broker(crc[i]["ts"], cluster="c1", name="broker-0", addr=addr("broker-0"), topics=UNIQUE_TOPICS, five=False, namesrv=NS)
+    return files
+
+
+UNIQUE_TOPICS = ["only-in-d-1", "only-in-d-2"]
+
+
+def line_cut(data: bytes, fraction: float, shift: int = 0) -> int:
+    """A byte offset ``shift`` from the start of the first line after ``fraction`` of ``data``."""
+    return data.index(b"\n", int(len(data) * fraction)) + 1 + shift
+
+
+def member_cuts(name: str, data: bytes) -> tuple[int, int]:
+    """Where the file's text is split into its three members: at line starts in the flipped file;
+    inside lines in the other, so that a line spans each pair of members (and the third member starts
+    after the record at 85 %)."""
+    if name == "c-flipped.jsonl.gz":
+        return line_cut(data, 1 / 3), line_cut(data, 2 / 3)
+    return line_cut(data, 1 / 3, -5), line_cut(data, 0.85, -7)
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +123,9 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
     capture = tmp_path_factory.mktemp("damaged-gzip")
     (capture / "a-plain.jsonl").write_bytes(jsonl(records["a-plain.jsonl"]))
     (capture / "b-cut.jsonl.gz").write_bytes(damaged(jsonl(records["b-cut.jsonl.gz"]), "cut"))
-    flipped = jsonl(records["c-flipped.jsonl.gz"])
-    (capture / "c-flipped.jsonl.gz").write_bytes(two_members(flipped, flipped.index(b"\n", len(flipped) // 2) + 1, "flip"))
-    crc = jsonl(records["d-crc.jsonl.gz"])
-    (capture / "d-crc.jsonl.gz").write_bytes(two_members(crc, crc.index(b"\n", len(crc) // 2) - 5, "crc"))  # a line spans both
+    for name, how in FILES.items():
+        data = jsonl(records[name])
+        (capture / name).write_bytes(three_members(data, member_cuts(name, data), how))
     root = str(tmp_path_factory.mktemp("damaged-gzip-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     ingested = run_ingest(spark, warehouse, load_settings(), str(capture), "gz-ingest")
@@ -112,18 +134,19 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
 
 
 def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
-    """(file, line, reason, raw_text) of every line of a failed member, and of each file's flagged last
-    line, as the oracle inflates them: all ``corrupt_gzip`` but the cut file's ``truncated_gzip``."""
+    """(file, line, reason, raw_text) of every line a failed member may have garbled, as the oracle
+    inflates them (``corrupt_gzip``), and of the cut file's last line (``truncated_gzip``)."""
     keep = load_settings().ingest.quarantine_keep_bytes
     rows = []
     for name in ("b-cut.jsonl.gz", *FILES):
-        data, damaged_at = _inflated((capture / name).read_bytes())
-        assert (damaged_at is None) == (name == "b-cut.jsonl.gz")
-        lines, damaged_from = data.split(b"\n"), first_damaged_line(data, damaged_at)
-        for line_no, raw in enumerate(lines, start=1):  # the last piece is the flagged line
-            if line_no == len(lines) or (damaged_from is not None and line_no >= damaged_from):
-                reason = "truncated_gzip" if name == "b-cut.jsonl.gz" else "corrupt_gzip"
-                rows.append((name, line_no, reason, raw.decode("utf-8", "replace")[:keep]))
+        data, failures = _inflated((capture / name).read_bytes())
+        assert bool(failures) == (name != "b-cut.jsonl.gz")
+        lines, damaged = data.split(b"\n"), damaged_lines(data, failures)
+        for line_no, raw in enumerate(lines, start=1):
+            if line_no in damaged:
+                rows.append((name, line_no, "corrupt_gzip", raw.decode("utf-8", "replace")[:keep]))
+            elif name == "b-cut.jsonl.gz" and line_no == len(lines):
+                rows.append((name, line_no, "truncated_gzip", raw.decode("utf-8", "replace")[:keep]))
     return rows
 
 
@@ -139,22 +162,38 @@ def test_a_failed_member_is_quarantined_whole_and_a_cut_loses_only_its_last_line
                quarantine.where(F.col("detail").startswith("a byte of this line")).select(F.element_at(F.split("source_file", "/"), -1).alias("file"), "detail").collect()}
     assert ("d-crc.jsonl.gz", "a valid record") in details and ("c-flipped.jsonl.gz", "a valid record") in details
     assert {file for file, verdict in details if verdict != "a valid record"} == {"c-flipped.jsonl.gz"}
-    kept = Counter(Path(r["_file"]).name for r in capture_records(capture))
+    records = capture_records(capture)
+    kept = Counter(Path(r["_file"]).name for r in records)
     assert kept["a-plain.jsonl"] == 61
-    # each damaged file keeps some of its lines, and fewer than it held; each failed member starts
-    # after 190 to 210 lines (half the file's records, for the split)
-    assert 0 < kept["b-cut.jsonl.gz"] < 400 and all(190 <= kept[name] <= 210 for name in FILES)
+    # each damaged file keeps some of its lines, and fewer than it held; the files of three members
+    # keep the lines of the first member and of the third, which follows the damaged one, less the
+    # lines that span two members
+    assert 0 < kept["b-cut.jsonl.gz"] < 400
+    for name in FILES:
+        data = jsonl(records_by_file()[name])
+        first, second = member_cuts(name, data)
+        # the third member's first line holds the gap: it is quarantined with the damaged member
+        assert kept[name] == data.count(b"\n", 0, first) + data.count(b"\n", second) - 1
+    last = {name: records_by_file()[name][-1] for name in FILES}
+    assert all(any(canonical_json(last[Path(r["_file"]).name]) == canonical_json({k: v for k, v in r.items() if not k.startswith("_")})
+                   for r in records if Path(r["_file"]).name == name) for name in FILES)
     assert (ingested.accepted + ingested.duplicates, ingested.quarantined) == (sum(kept.values()), quarantine.count())
     assert ingested.quarantined_by_reason == dict(Counter(reason for _, _, reason, _ in expected_damaged_rows(capture)))
 
 
 def test_no_register_body_comes_from_a_quarantined_line(spark, damaged_published) -> None:
-    """A body first decoded by a line of a failed member is not stored: silver.topic_configs holds the
-    bodies of the accepted registrations, and only those."""
+    """A body first decoded by a line of a failed member is not stored from it: silver.topic_configs
+    holds the bodies of the accepted registrations, and only those, the one the failed member met
+    first included (an accepted line of the third member brings it)."""
     _, root, _ = damaged_published
     warehouse = Warehouse(root, spark, "delta-rs")
     used = warehouse.read(EVENTS).where(F.col("body_id").isNotNull()).select("body_id").distinct()
-    assert_df_equality(warehouse.read(TOPIC_CONFIGS).select("body_id"), used, ignore_row_order=True, ignore_nullable=True)
+    stored = warehouse.read(TOPIC_CONFIGS)
+    assert_df_equality(stored.select("body_id"), used, ignore_row_order=True, ignore_nullable=True)
+    unique = stored.where(F.array_contains(F.col("topic_configs.topic_name"), UNIQUE_TOPICS[0]))
+    assert [r.topic_names for r in unique.select(F.col("topic_configs.topic_name").alias("topic_names")).collect()] == [UNIQUE_TOPICS]
+    quarantined = warehouse.read(QUARANTINE).where(F.col("raw_text").contains(UNIQUE_TOPICS[0]))
+    assert [(r.reason, r.detail.endswith("a valid record")) for r in quarantined.collect()] == [("corrupt_gzip", True)]
 
 
 def test_an_intact_copy_shipped_later_brings_the_quarantined_lines_as_late_data(spark, damaged_published, tmp_path) -> None:
@@ -176,7 +215,7 @@ def test_an_intact_copy_shipped_later_brings_the_quarantined_lines_as_late_data(
         seen.add(text)
     again = run_ingest(spark, Warehouse(root_copy, spark, "delta-rs"), load_settings(), str(resent), "gz-ingest-again")
     assert (again.files_read, again.lines_read, again.duplicates, again.accepted, again.quarantined) == (1, 400, duplicates, 400 - duplicates, 0)
-    assert 150 < duplicates < 250  # about half: the lines of the file's first member, kept before
+    assert duplicates >= len([r for r in capture_records(capture) if r["_file"].endswith("d-crc.jsonl.gz")])  # kept before
     assert again.stale and "nsreplay backfill" in again.late_data()
 
 
@@ -186,10 +225,13 @@ def test_gold_equals_the_model_over_the_salvaged_lines(spark, damaged_published)
     assert compared["gold.route_changes"]["registered"] > 0
 
 
-def test_the_oracle_inflates_members_and_padding_and_stops_at_damage() -> None:
+def test_the_oracle_inflates_members_and_padding_and_goes_on_after_damage() -> None:
     one, two = b'{"a": 1}\n', b'{"b": 2}\n'
-    assert _inflated(gzip.compress(one) + gzip.compress(two) + b"\0" * 7) == (one + two, None)
-    assert _inflated(gzip.compress(one) + gzip.compress(two)[:-8]) == (one + two, None)  # only the trailer is cut
-    assert _inflated(gzip.compress(one) + b"\x1f\x8b" + b"\xff" * 20) == (one, len(one))
-    assert _inflated(gzip.compress(one) + damaged(two, "crc")) == (one + two, len(one))
-    assert _inflated(damaged(one, "crc") + gzip.compress(two)) == (one, 0)
+    assert _inflated(gzip.compress(one) + gzip.compress(two) + b"\0" * 7) == (one + two, ())
+    assert _inflated(gzip.compress(one) + gzip.compress(two)[:-8]) == (one + two, ())  # only the trailer is cut
+    assert _inflated(gzip.compress(one) + b"\x1f\x8b" + b"\xff" * 20) == (one, ((9, 9),))
+    assert _inflated(gzip.compress(one) + damaged(two, "crc")) == (one + two, ((9, 18),))
+    assert _inflated(damaged(one, "crc") + gzip.compress(two)) == (one + two, ((0, 9),))
+    assert _inflated(damaged(one, "crc") + gzip.compress(two)[:-8]) == (one + two, ((0, 9), (9, 18)))  # found after damage, never checked
+    assert _inflated(gzip.compress(one) + b"\0" + gzip.compress(two)) == (one, ((9, 9),))  # after padding: the end
+    assert damaged_lines(one + two, ((0, 9),)) == {1, 2} and damaged_lines(one + two, ((9, 9),)) == {2}
