@@ -184,7 +184,8 @@ PARSED_LINE = StructType(
 # line's bronze form (bronze.captures_raw: `line`, `read_error`, `body_ref`; `raw_bytes` and
 # `line_bytes` are shared) and, the first time a task splits a line on a body, that body's text.
 # `damaged_from`, on a `corrupt_gzip` line only, is the first line of the file that the damaged gzip
-# member gave a byte to: lines `damaged_from` to this one may be garbled (pipelines.ingest.capture_reader).
+# member gave a byte to (this line itself after a gap between members, such as a hole of zeros): lines
+# `damaged_from` to this one may be garbled (pipelines.ingest.capture_reader).
 READ_LINE = StructType(
     list(PARSED_LINE.fields)
     + [

@@ -4,7 +4,8 @@ Contract:
 
 * A file is gzip when it starts with the gzip magic bytes (whatever its name), plain otherwise.
   Concatenated gzip members are read one after the other; zero bytes after the last member (padding,
-  which ``gzip -t`` accepts) are ignored.
+  which ``gzip -t`` accepts) are ignored. Zero bytes with more after them are a hole (blocks a crash
+  left zeroed, the writing having gone on after it), not the end: see the gap below.
 * Lines are split at ``\\n`` (a trailing ``\\r`` is dropped) and numbered from 1. A last line without a
   newline is still a line. A file of zero bytes yields no line.
 * Nothing is lost silently. Every problem becomes a :class:`CaptureLine` with a ``read_error``:
@@ -31,9 +32,13 @@ Contract:
   bytes may only look like a member).
 * A cut (``truncated_gzip``) alone garbles nothing: ``damaged_from`` is ``None``, and the cut member's
   lines are kept, though its CRC went with the cut and they cannot be checked (a cut is how a file
-  copied while it was written ends, and its member is often the whole file). Something other than a
-  member after the zero padding ends the reading as ``corrupt_gzip`` on the last line, and garbles
-  nothing before it either.
+  copied while it was written ends, and its member is often the whole file).
+* A gap after a member that passed its check (zero bytes with more after them, or bytes that cannot
+  start a member) is read past as a failed member with no bytes of its own: the reading goes on at
+  the next member header after it, and the line in progress there is flagged ``corrupt_gzip``, its
+  range being itself alone (``damaged_from`` is its own number, unless the range of a failed member
+  is still open there). Bytes lost in a hole may have ended that line, or started the next member's
+  first one; none of the earlier lines is suspect.
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
 
@@ -121,9 +126,8 @@ class _Decompressor(Protocol):
 
 
 class _Truncated(Exception):
-    """The gzip stream ended early (``truncated_gzip``) or with something that is not a member after
-    zero padding (``corrupt_gzip``); ``in_member`` when the member it ends in is suspect as a whole
-    (one found by a resync, cut before its check)."""
+    """The gzip stream ended inside a member: ``truncated_gzip``, or ``corrupt_gzip`` with
+    ``in_member`` when that member is suspect as a whole (one found by a resync, cut before its check)."""
 
     def __init__(self, reason: str, *, in_member: bool = False) -> None:
         super().__init__(reason)
@@ -217,8 +221,11 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
     may be read past its end for a while before the damage shows). Such a member is trusted only
     once it passes its check: cut by the end of the file, it is ``corrupt_gzip`` (``in_member``),
     not ``truncated_gzip``. Zero bytes after the end of a member up to the end of the file are
-    padding and ignored (as ``gzip -t`` does); anything else after padding is ``corrupt_gzip``, and
-    the reading stops there. Bytes after a member's end that are not padding start the next member.
+    padding and ignored (as ``gzip -t`` does). After a member's end, zero bytes with more after them,
+    or a byte other than the magic's first, are a gap: :data:`MEMBER_START` and :data:`MEMBER_FAILED`
+    with no output between, then the reading goes on at the next member header at or after the gap's
+    first non-zero byte (trusted, as above, once it passes its check). Anything else after a member's
+    end starts the next member.
     """
     source = _Compressed(chunks)
     decomp = _inflate.decompressobj(wbits=31)
@@ -247,11 +254,22 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                     padded = True
                     if not data:
                         break
-                if padded:  # something after the padding: not a member gzip would read either
-                    raise _Truncated("corrupt_gzip")
                 ended = False
                 member_at = at
                 yield MEMBER_START
+                if padded or data[0] != GZIP_MAGIC[0]:
+                    # Not the next member: bytes after zero padding (a hole, such as the blocks a crash
+                    # left zeroed, the writing having gone on after it) or a byte that cannot start one.
+                    # A gap no line holds a byte of: the line in progress is the one it ends in.
+                    yield MEMBER_FAILED
+                    resync = _next_member(source, at)
+                    if resync is None:
+                        return
+                    member_at, pending = resync
+                    at, padded = member_at, False
+                    decomp, fed, found = _inflate.decompressobj(wbits=31), 0, True
+                    yield MEMBER_START
+                    break
             fed += len(data)
             source.keep_from(max(member_at + 1, at + 1 - RESYNC_LOOKBACK_BYTES))  # where a resync after this data may look
             before = decomp.copy()  # ~1 µs per slice: what the salvage replays from

@@ -149,9 +149,11 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
 def _read_error_detail(line: RawLine) -> str:
     """What the quarantine says of a line the reader flagged."""
     if line.damaged_from is not None:
+        suspect = f"line {line.line_no} is" if line.damaged_from == line.line_no else f"lines {line.damaged_from} to {line.line_no} are"
         return (
-            f"a gzip member that failed its integrity check ends in this line, so lines {line.damaged_from} to "
-            f"{line.line_no} may be garbled (corrupt_gzip); the reading went on at the next gzip member found, if any"
+            "a gzip member that failed its integrity check, or a gap between members (bytes that start no member, such as "
+            f"zeros a crash left), ends in this line, so {suspect} suspect (corrupt_gzip); the reading went on at the next "
+            "gzip member found, if any"
         )
     return f"the reader could not take this line whole ({line.read_error})"
 

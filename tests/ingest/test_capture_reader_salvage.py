@@ -1,6 +1,7 @@
 """The capture reader on damaged gzip: every line inflated before the damage comes out, then the line
 the damage ends in, flagged with where the damaged member began; the reading goes on at the next
-member found; zero padding after the last member; CRLF lines at the length limit."""
+member found; zero padding after the last member, and a hole of zeros or junk between members; CRLF
+lines at the length limit."""
 
 import gzip
 import importlib
@@ -275,11 +276,47 @@ def test_zero_padding_after_the_last_member_is_ignored(monkeypatch, slice_bytes:
     ]
 
 
-@pytest.mark.parametrize("after", [pytest.param(b"x", id="text"), pytest.param(gzip.compress(b"next\n", mtime=0), id="gzip-member")])
-def test_anything_after_zero_padding_is_corrupt(after: bytes) -> None:
-    """gzip -t rejects these too ("trailing garbage"): the padding must be the end of the file."""
-    got = raw_lines(gzip.compress(b"a\nb") + b"\x00" * 16 + after)
-    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip")]
+@pytest.mark.parametrize("slice_bytes", [DEFAULT_SLICE, 5])
+@pytest.mark.parametrize("padding", [1, 16, 100_000])
+def test_a_member_after_zero_padding_is_read_and_the_line_after_the_hole_flagged(monkeypatch, inflater: str, slice_bytes: int, padding: int) -> None:
+    """A crash leaves zeroed blocks, and the writer goes on after them: the zeros are a hole, not the
+    end. The member after it is read; the line in progress there is flagged, its range itself alone
+    (the hole may have held the end of the line before it, or the start of the member's first line)."""
+    monkeypatch.setattr(reader, "INFLATE_SLICE_BYTES", slice_bytes)
+    hole = b"\x00" * padding
+    got = raw_lines(gzip.compress(b"a\nb\n", mtime=0) + hole + gzip.compress(b"c\nd\n", mtime=0) + gzip.compress(b"e\n", mtime=0))
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"c", 1, "corrupt_gzip", damaged_from=3), RawLine(4, b"d", 1), RawLine(5, b"e", 1)]
+    # the line in progress at the hole takes the next member's first bytes
+    got = raw_lines(gzip.compress(b"a\nb", mtime=0) + hole + gzip.compress(b"c\nd\n", mtime=0))
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"bc", 2, "corrupt_gzip", damaged_from=2), RawLine(3, b"d", 1)]
+
+
+@pytest.mark.parametrize(
+    ("gap", "tail", "lines"),
+    [
+        pytest.param(b"\x00" * 16 + b"x", b"", [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2)], id="text-after-padding"),
+        pytest.param(b"x", b"", [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2)], id="one-stray-byte"),
+        pytest.param(b"\x00" * 16 + b"junk\x1f\x8b\x09", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bc", 2, "corrupt_gzip", damaged_from=2), RawLine(3, b"d", 1)],
+                     id="junk-and-a-false-header-after-padding"),
+        pytest.param(b"junk", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bc", 2, "corrupt_gzip", damaged_from=2), RawLine(3, b"d", 1)], id="junk-right-after-a-member"),
+    ],
+)
+def test_a_gap_after_a_member_is_read_past(inflater: str, gap: bytes, tail: bytes, lines: list[RawLine]) -> None:
+    """Bytes that start no member after one that passed its check, with or without zeros before them,
+    flag the line in progress, whether a member follows or the file ends (``gzip -t`` calls both
+    "trailing garbage"); one stray byte is not taken for a cut member."""
+    assert raw_lines(gzip.compress(b"a\nb", mtime=0) + gap + (gzip.compress(tail, mtime=0) if tail else b"")) == lines
+
+
+def test_a_member_after_padding_cut_before_its_check_is_suspect_whole(inflater: str) -> None:
+    """As a member found after damage: its bytes may only look like a member until its check passes."""
+    got = raw_lines(gzip.compress(b"a\n", mtime=0) + b"\x00" * 512 + gzip.compress(b"b\nc\nd", mtime=0)[:-8])
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2), RawLine(3, b"c", 1), RawLine(4, b"d", 1, "corrupt_gzip", damaged_from=3)]
+
+
+def test_a_cut_gzip_header_after_a_member_is_a_cut_member() -> None:
+    """One byte of the magic is where a member being written was cut: ``truncated_gzip``, as a cut."""
+    assert raw_lines(gzip.compress(b"a\nb\n", mtime=0) + b"\x1f") == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"", 0, "truncated_gzip")]
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 4096])

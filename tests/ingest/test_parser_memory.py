@@ -159,4 +159,4 @@ def test_a_damaged_range_gives_back_the_bodies_its_lines_reported() -> None:
     assert [r["status"] for r in rows] == ["accepted", "accepted", "quarantined", "accepted", "accepted"]
     assert [r.get("new_body") is not None for r in rows] == [True, True, False, True, False]
     assert rows[1]["new_body"]["body_id"] == rows[3]["new_body"]["body_id"] != rows[0]["new_body"]["body_id"]
-    assert "lines 2 to 3 may be garbled" in rows[2]["detail"]
+    assert "lines 2 to 3 are suspect" in rows[2]["detail"]

@@ -14,6 +14,7 @@ record the ingest accepts, :func:`capture_records`, and every scan tick, with th
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from bisect import bisect_right
 from collections import Counter
@@ -70,12 +71,13 @@ def quarantined_lines(paths: Iterable[Path], settings: Settings) -> dict[tuple[s
 #: How far before the byte where a member's damage showed the ingest's reader looks for the next
 #: member (``capture_reader.RESYNC_LOOKBACK_BYTES``; restated here, a rule of the reader's contract).
 RESYNC_LOOKBACK = 64 * 1024
+_NONZERO = re.compile(rb"[^\0]")  # where zero padding, or a hole of zeros, ends
 
 
 class Inflated(NamedTuple):
     """What a gzip file inflates to (``data``), and ``failures``: for each member that failed its
     check (deflate data that does not decode, a trailer that does not match, bytes that are no member,
-    a member found after damage and cut before its check), the offsets in ``data`` where its output
+    a member found after damage or a gap and cut before its check), the offsets in ``data`` where its output
     began and where it stopped, in order."""
 
     data: bytes
@@ -86,8 +88,9 @@ def _inflated(data: bytes) -> Inflated:
     """What a gzip stream of (possibly) several members inflates to, fed one byte at a time so that
     every byte before the damage counts, going on after damage as the reader's contract says: at the
     first ``1f 8b`` after the failed member's first byte and no more than :data:`RESYNC_LOOKBACK`
-    before the byte that raised. Zero bytes after a member are padding; anything after padding ends
-    the reading, as a failure. Deliberately not the ingest's reader (slow, and only for test captures)."""
+    before the byte that raised. Zero bytes after a member up to the end are padding; a gap after a
+    member (zeros with more after them, or a first byte other than the magic's) is a failure with no
+    output, read past to the first ``1f 8b`` after its zeros. Deliberately not the ingest's reader (slow, and only for test captures)."""
     out = bytearray()
     failures: list[tuple[int, int]] = []
     at, found = 0, False
@@ -109,10 +112,16 @@ def _inflated(data: bytes) -> Inflated:
                 failures.append((began, len(out)))
             break
         found = False
-        if at < len(data) and data[at] == 0:
-            if data[at:].strip(b"\0"):  # something after the padding
-                failures.append((len(out), len(out)))
-            break
+        nonzero = _NONZERO.search(data, at)
+        if nonzero is None:
+            break  # the end, or zero padding up to it
+        gap = nonzero.start()  # the first byte after any zeros
+        if gap > at or data[gap] != 0x1F:  # a hole of zeros, or bytes that start no member: read past
+            failures.append((len(out), len(out)))
+            at = data.find(b"\x1f\x8b", gap)
+            if at < 0:
+                break
+            found = True
     return Inflated(bytes(out), tuple(failures))
 
 

@@ -8,10 +8,11 @@ inflates the same files its own way (``differential._inflated``, a byte at a tim
 failed member's output began and stopped), so the published history must equal the model's over
 exactly the lines left: a reader that lost a salvageable line, or kept one it should not, fails.
 
-One NameServer's records are spread over four files: a plain one, a gzip file cut short in its
-deflate data, a gzip file of three members whose second has one byte of its deflate data changed, and
+One NameServer's records are spread over five files: a plain one, a gzip file cut short in its
+deflate data, a gzip file of three members whose second has one byte of its deflate data changed,
 one of three members whose second has a CRC that does not match (a line spans each pair of members,
-and a register body first met in the failed member comes again in the third), each file holding
+and a register body first met in the failed member comes again in the third), and one of two intact
+members with a hole of zero bytes between them, as a crash leaves (a line spans the hole), each holding
 registrations, heartbeats and unregistrations of several brokers at shared instants (no ``seq``: file
 order decides ties, so a lost or extra line also moves ranks).
 """
@@ -87,13 +88,21 @@ def three_members(data: bytes, cuts: tuple[int, int], how: str) -> bytes:
 
 
 FILES = {"c-flipped.jsonl.gz": "flip", "d-crc.jsonl.gz": "crc"}
+HOLE = "e-hole.jsonl.gz"
+
+
+def with_hole(data: bytes) -> bytes:
+    """``data`` as two intact gzip members with 4 KiB of zero bytes between them, split inside the
+    line after the middle."""
+    cut = line_cut(data, 0.5, -5)
+    return gzip.compress(data[:cut], mtime=0) + b"\0" * 4096 + gzip.compress(data[cut:], mtime=0)
 
 
 def records_by_file() -> dict[str, list[dict[str, Any]]]:
     """The records of each file of the capture, before any damage (the same at every call)."""
     rnd = random.Random(20261127)
     plain = [namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)
-    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz")}}
+    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz", HOLE)}}
     crc = files["d-crc.jsonl.gz"]
     for i in (200, 380):  # the body, found nowhere else, first in the failed member, then in the third
         crc[i] = register_broker(crc[i]["ts"], cluster="c1", name="broker-0", addr=addr("broker-0"), topics=UNIQUE_TOPICS, five=False, namesrv=NS)
@@ -126,6 +135,7 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
     for name, how in FILES.items():
         data = jsonl(records[name])
         (capture / name).write_bytes(three_members(data, member_cuts(name, data), how))
+    (capture / HOLE).write_bytes(with_hole(jsonl(records[HOLE])))
     root = str(tmp_path_factory.mktemp("damaged-gzip-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     ingested = run_ingest(spark, warehouse, load_settings(), str(capture), "gz-ingest")
@@ -138,7 +148,7 @@ def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
     inflates them (``corrupt_gzip``), and of the cut file's last line (``truncated_gzip``)."""
     keep = load_settings().ingest.quarantine_keep_bytes
     rows = []
-    for name in ("b-cut.jsonl.gz", *FILES):
+    for name in ("b-cut.jsonl.gz", *FILES, HOLE):
         data, failures = _inflated((capture / name).read_bytes())
         assert bool(failures) == (name != "b-cut.jsonl.gz")
         lines, damaged = data.split(b"\n"), damaged_lines(data, failures)
@@ -174,6 +184,7 @@ def test_a_failed_member_is_quarantined_whole_and_a_cut_loses_only_its_last_line
         first, second = member_cuts(name, data)
         # the third member's first line holds the gap: it is quarantined with the damaged member
         assert kept[name] == data.count(b"\n", 0, first) + data.count(b"\n", second) - 1
+    assert kept[HOLE] == 400 - 1  # every line of the two members but the one the hole splits
     last = {name: records_by_file()[name][-1] for name in FILES}
     assert all(any(canonical_json(last[Path(r["_file"]).name]) == canonical_json({k: v for k, v in r.items() if not k.startswith("_")})
                    for r in records if Path(r["_file"]).name == name) for name in FILES)
@@ -233,5 +244,8 @@ def test_the_oracle_inflates_members_and_padding_and_goes_on_after_damage() -> N
     assert _inflated(gzip.compress(one) + damaged(two, "crc")) == (one + two, ((9, 18),))
     assert _inflated(damaged(one, "crc") + gzip.compress(two)) == (one + two, ((0, 9),))
     assert _inflated(damaged(one, "crc") + gzip.compress(two)[:-8]) == (one + two, ((0, 9), (9, 18)))  # found after damage, never checked
-    assert _inflated(gzip.compress(one) + b"\0" + gzip.compress(two)) == (one, ((9, 9),))  # after padding: the end
+    assert _inflated(gzip.compress(one) + b"\0" + gzip.compress(two)) == (one + two, ((9, 9),))  # a hole, read past
+    assert _inflated(gzip.compress(one) + b"\0" * 3 + b"x") == (one, ((9, 9),))
+    assert _inflated(gzip.compress(one) + b"x") == (one, ((9, 9),))  # one stray byte: no cut member
+    assert _inflated(gzip.compress(one) + b"\x1f") == (one, ())  # a cut header: a cut member
     assert damaged_lines(one + two, ((0, 9),)) == {1, 2} and damaged_lines(one + two, ((9, 9),)) == {2}
