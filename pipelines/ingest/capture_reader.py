@@ -419,10 +419,8 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                 if nl < 0:
                     break
                 line_no += 1
-                if damaged is None:
-                    yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None)
-                else:
-                    yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, "corrupt_gzip", damaged)
+                yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None if damaged is None else "corrupt_gzip", damaged)
+                if damaged is not None:  # the line the damage ends in: its range is closed
                     damaged, flagged = None, line_no
                 buf.clear()
                 overflow = 0
