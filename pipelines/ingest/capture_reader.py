@@ -250,6 +250,7 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                 if data[0] == 0:  # zero padding (checked by first byte: free for real members)
                     rest = _without_leading_zeros(data)
                     at += len(data) - len(rest)
+                    source.keep_from(at)  # a resync after the zeros starts after them: a long run holds no memory
                     data = rest
                     padded = True
                     if not data:

@@ -335,3 +335,20 @@ def test_a_crlf_line_of_exactly_the_limit_is_kept_whole(monkeypatch, chunk: int)
 def test_a_last_crlf_line_of_exactly_the_limit_is_kept_whole() -> None:
     assert raw_lines(b"abcdefgh\r", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abcdefgh", 8)]
     assert raw_lines(b"abcdefghi", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abc", 9, "line_too_long")]
+
+
+@pytest.mark.parametrize("after", [pytest.param(b"", id="padding-to-the-end"), pytest.param(gzip.compress(b"b\n", mtime=0), id="a-member-after-the-hole")])
+def test_a_long_run_of_zeros_is_skipped_in_little_memory(after: bytes) -> None:
+    """The zeros are skipped as they are read: a resync after them starts after them, so the reader
+    keeps none of their slices (a preallocated file left by a crash can hold gigabytes of them)."""
+    import tracemalloc
+
+    stream = io.BytesIO(gzip.compress(b"a\n", mtime=0) + bytes(64 << 20) + after)
+    tracemalloc.start()
+    try:
+        got = list(read_raw_stream(stream, max_line_bytes=100, keep_bytes=10))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == [RawLine(1, b"a", 1)] + ([RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2)] if after else [])
+    assert peak < 16 << 20, f"{peak / 2**20:.1f} MiB"
