@@ -39,6 +39,12 @@ Contract:
   range being itself alone (``damaged_from`` is its own number, unless the range of a failed member
   is still open there). Bytes lost in a hole may have ended that line, or started the next member's
   first one; none of the earlier lines is suspect.
+* A run of zero bytes in the text (a hole: blocks a crash left zeroed in a plain file, or in one gzipped
+  later) is no part of any line, since JSON holds no NUL byte. It ends the line in progress, if that
+  holds any byte, as a newline would (whatever the line then holds is judged as any other line), and
+  comes out as a line of its own, flagged ``zero_bytes``, with no data and ``line_bytes`` the run's
+  length; the text after it starts a new line. A line cut by a hole so keeps both its parts and, more
+  to the point, a record after a hole is read as a record, not lost in one long line of zeros.
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
 
@@ -49,6 +55,7 @@ turns a raw line into its :class:`CaptureLine`.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections import deque
 from dataclasses import dataclass, replace
@@ -146,6 +153,60 @@ class _Mark(bytes):
 
 #: What :func:`_gunzip_chunks` yields after the output of a member that failed its check.
 MEMBER_FAILED = _Mark()
+
+
+class _Hole(bytes):
+    """An empty chunk standing for a run of ``length`` zero bytes of the text (:func:`_holes`)."""
+
+    length: int
+
+
+def _hole(length: int) -> _Hole:
+    hole = _Hole()
+    hole.length = length
+    return hole
+
+
+_ZERO_RUNS = re.compile(rb"\0+")
+
+
+def _holes(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """``chunks`` (text, and the marks of :func:`_gunzip_chunks`) with every run of zero bytes replaced
+    by one :class:`_Hole`; a run over several chunks is one hole, unless a mark comes within it (the
+    hole so far comes out before the mark) or the stream raises (the hole comes out first). A chunk
+    without a zero byte passes as it is."""
+    run = 0
+    try:
+        for chunk in chunks:
+            if not chunk:  # a mark
+                if run:
+                    yield _hole(run)
+                    run = 0
+                yield chunk
+                continue
+            if not run and b"\0" not in chunk:  # the usual case
+                yield chunk
+                continue
+            at = 0
+            for zeros in _ZERO_RUNS.finditer(chunk):
+                if zeros.start() > at:
+                    if run:
+                        yield _hole(run)
+                        run = 0
+                    yield chunk[at : zeros.start()]
+                run += zeros.end() - zeros.start()
+                at = zeros.end()
+            if at < len(chunk):
+                if run:
+                    yield _hole(run)
+                    run = 0
+                yield chunk[at:]
+    except _Truncated:
+        if run:
+            yield _hole(run)
+        raise
+    if run:
+        yield _hole(run)
 
 
 def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
@@ -383,7 +444,9 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     failed member's last bytes, and the first bytes of the next member found, which may start in the
     middle of a line whose beginning was lost. It comes out flagged ``corrupt_gzip`` with
     ``damaged_from``, the first line that holds a byte of the failed member (or of the first of
-    several members failing in a row), but never a line flagged before: the ranges do not overlap."""
+    several members failing in a row), but never a line flagged before: the ranges do not overlap.
+    A :class:`_Hole` ends the line in progress if it holds a byte, as a newline does, and is a
+    ``zero_bytes`` line of its own."""
     line_no = 0
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
@@ -394,7 +457,17 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     try:
         for chunk in chunks:
             if not chunk:
-                if chunk is MEMBER_FAILED:
+                if isinstance(chunk, _Hole):
+                    if buf or overflow:
+                        line_no += 1
+                        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None if damaged is None else "corrupt_gzip", damaged)
+                        if damaged is not None:
+                            damaged, flagged = None, line_no
+                        buf.clear()
+                        overflow = 0
+                    line_no += 1
+                    yield RawLine(line_no, b"", chunk.length, "zero_bytes")
+                elif chunk is MEMBER_FAILED:
                     if damaged is None:
                         damaged = max(member_first, flagged + 1)
                 else:  # MEMBER_START: the line in progress gets the new member's bytes
@@ -461,7 +534,7 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -
     source: Iterator[bytes] = replay_first()
     if first.startswith(GZIP_MAGIC):
         source = _gunzip_chunks(source)
-    yield from split_lines(source, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes)
+    yield from split_lines(_holes(source), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes)
 
 
 def read_capture_file(

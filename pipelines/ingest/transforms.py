@@ -155,6 +155,8 @@ def _read_error_detail(line: RawLine) -> str:
             f"zeros a crash left), ends in this line, so {suspect} suspect (corrupt_gzip); the reading went on at the next "
             "gzip member found, if any"
         )
+    if line.read_error == "zero_bytes":
+        return f"a run of {line.line_bytes} zero bytes, no part of any record (a hole, such as blocks a crash left zeroed): the line before it ends there"
     return f"the reader could not take this line whole ({line.read_error})"
 
 

@@ -352,3 +352,52 @@ def test_a_long_run_of_zeros_is_skipped_in_little_memory(after: bytes) -> None:
         tracemalloc.stop()
     assert got == [RawLine(1, b"a", 1)] + ([RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2)] if after else [])
     assert peak < 16 << 20, f"{peak / 2**20:.1f} MiB"
+
+
+def holes_in_text() -> list:
+    """(text, lines) pairs: runs of zero bytes in the text of a file."""
+    return [
+        pytest.param(b"a\n" + bytes(3) + b"b\n", [RawLine(1, b"a", 1), RawLine(2, b"", 3, "zero_bytes"), RawLine(3, b"b", 1)], id="between-lines"),
+        pytest.param(b'{"x":' + bytes(5000) + b"b\nc\n", [RawLine(1, b'{"x":', 5), RawLine(2, b"", 5000, "zero_bytes"), RawLine(3, b"b", 1), RawLine(4, b"c", 1)],
+                     id="inside-a-line-longer-than-the-limit"),
+        pytest.param(b"abcdefghijklmnop" + bytes(2) + b"b\n", [RawLine(1, b"abcdefghij", 16, "line_too_long"), RawLine(2, b"", 2, "zero_bytes"), RawLine(3, b"b", 1)],
+                     id="after-a-line-too-long"),
+        pytest.param(b"a\r" + bytes(1) + b"\nb", [RawLine(1, b"a", 1), RawLine(2, b"", 1, "zero_bytes"), RawLine(3, b"", 0), RawLine(4, b"b", 1)], id="before-a-newline"),
+        pytest.param(b"a\n" + bytes(7), [RawLine(1, b"a", 1), RawLine(2, b"", 7, "zero_bytes")], id="at-the-end"),
+        pytest.param(bytes(9) + b"a\n", [RawLine(1, b"", 9, "zero_bytes"), RawLine(2, b"a", 1)], id="at-the-start"),
+    ]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4096])
+@pytest.mark.parametrize(("text", "lines"), holes_in_text())
+def test_a_run_of_zero_bytes_in_a_plain_file_is_a_line_of_its_own(monkeypatch, chunk: int, text: bytes, lines: list[RawLine]) -> None:
+    """A crash that zeroes blocks of a plain capture, the writer going on after them: the record after
+    the hole is a line of its own (before, it was lost in one long line with the zeros), the hole is
+    a ``zero_bytes`` line, and the line it cut keeps its first part. A run split over reads is one hole."""
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
+    assert raw_lines(text, max_line_bytes=10, keep_bytes=10) == lines
+
+
+@pytest.mark.parametrize(("text", "lines"), holes_in_text())
+def test_a_run_of_zero_bytes_in_gzipped_text_is_a_line_of_its_own(inflater: str, text: bytes, lines: list[RawLine]) -> None:
+    """The same in a file gzipped after the crash: the zeros are in the text, not between members."""
+    assert raw_lines(gzip.compress(text, mtime=0), max_line_bytes=10, keep_bytes=10) == lines
+
+
+def test_a_hole_split_by_a_member_boundary_is_two_holes(inflater: str) -> None:
+    assert raw_lines(gzip.compress(b"a\n\0", mtime=0) + gzip.compress(b"\0\0b\n", mtime=0)) == [
+        RawLine(1, b"a", 1), RawLine(2, b"", 1, "zero_bytes"), RawLine(3, b"", 2, "zero_bytes"), RawLine(4, b"b", 1),
+    ]
+
+
+def test_a_hole_ends_the_line_a_damaged_member_ends_in(inflater: str) -> None:
+    """The line in progress at a hole is ended by it, damaged range and all, as by a newline."""
+    got = raw_lines(gzip.compress(b"a\n", mtime=0) + bad_crc(b"b\nc") + gzip.compress(b"d" + bytes(2) + b"e\n", mtime=0))
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"cd", 2, "corrupt_gzip", damaged_from=2), RawLine(4, b"", 2, "zero_bytes"), RawLine(5, b"e", 1)]
+
+
+def test_a_hole_just_before_a_cut_still_comes_out(inflater: str) -> None:
+    """Zeros that are the last text a cut member gave are a hole, then the cut's empty last line."""
+    member = zlib.compressobj(6, zlib.DEFLATED, 31)
+    cut = member.compress(b"a\n" + bytes(5)) + member.flush(zlib.Z_SYNC_FLUSH)  # no final block, no trailer
+    assert raw_lines(cut) == [RawLine(1, b"a", 1), RawLine(2, b"", 5, "zero_bytes"), RawLine(3, b"", 0, "truncated_gzip")]

@@ -72,13 +72,14 @@ def quarantined_lines(paths: Iterable[Path], settings: Settings) -> dict[tuple[s
 #: member (``capture_reader.RESYNC_LOOKBACK_BYTES``; restated here, a rule of the reader's contract).
 RESYNC_LOOKBACK = 64 * 1024
 _NONZERO = re.compile(rb"[^\0]")  # where zero padding, or a hole of zeros, ends
+_LINE_ENDS = re.compile(rb"\n|\0+")  # a newline, or a hole in the text
 
 
 class Inflated(NamedTuple):
     """What a gzip file inflates to (``data``), and ``failures``: for each member that failed its
     check (deflate data that does not decode, a trailer that does not match, bytes that are no member,
-    a member found after damage or a gap and cut before its check), the offsets in ``data`` where its output
-    began and where it stopped, in order."""
+    a member found after damage or a gap and cut before its check), the offsets in ``data`` where its
+    output began and where it stopped, in order."""
 
     data: bytes
     failures: tuple[tuple[int, int], ...]
@@ -90,7 +91,8 @@ def _inflated(data: bytes) -> Inflated:
     first ``1f 8b`` after the failed member's first byte and no more than :data:`RESYNC_LOOKBACK`
     before the byte that raised. Zero bytes after a member up to the end are padding; a gap after a
     member (zeros with more after them, or a first byte other than the magic's) is a failure with no
-    output, read past to the first ``1f 8b`` after its zeros. Deliberately not the ingest's reader (slow, and only for test captures)."""
+    output, read past to the first ``1f 8b`` after its zeros. Deliberately not the ingest's reader
+    (slow, and only for test captures)."""
     out = bytearray()
     failures: list[tuple[int, int]] = []
     at, found = 0, False
@@ -133,6 +135,23 @@ def damaged_lines(data: bytes, failures: tuple[tuple[int, int], ...]) -> set[int
     return {no for began, stop in failures for no in range(data.count(b"\n", 0, began) + 1, data.count(b"\n", 0, stop) + 2)}
 
 
+def text_lines(data: bytes) -> list[bytes | None]:
+    """The lines of a file's text as the reader's contract numbers them: split at newlines (no line
+    after the last one); a run of zero bytes ends the line in progress if it holds a byte, and is a
+    line of its own, ``None`` here (a hole: no record)."""
+    lines: list[bytes | None] = []
+    start = 0
+    for end in _LINE_ENDS.finditer(data):
+        if end.group() == b"\n" or end.start() > start:
+            lines.append(data[start:end.start()])
+        if end.group() != b"\n":
+            lines.append(None)
+        start = end.end()
+    if start < len(data):
+        lines.append(data[start:])
+    return lines
+
+
 def capture_records(root: Path, settings: Settings | None = None) -> list[dict[str, Any]]:
     """Every record of the capture that the ingest accepts, read independently of the ingest (json,
     file, line), from the files the ingest lists (``list_capture_files``: nested directories, plain
@@ -144,7 +163,8 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
     see it either. A line the ingest's reader does not yield at all is kept, so a reader that loses
     lines shows as a difference. A damaged gzip file gives the lines it inflates to (:func:`_inflated`),
     less those a failed member may have garbled (:func:`damaged_lines`): the ingest quarantines those,
-    and a cut line."""
+    and a cut line. A run of zero bytes in a file's text is a line of its own, and ends the line it
+    cuts (:func:`text_lines`)."""
     paths = [Path(f.path) for f in list_capture_files(str(root))]
     quarantined = quarantined_lines(paths, settings or load_settings())
     records = []
@@ -153,11 +173,9 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
         if data[:2] == b"\x1f\x8b":
             data, failures = _inflated(data)
             damaged = damaged_lines(data, failures)
-        lines = data.split(b"\n")
-        if lines[-1] == b"":
-            lines.pop()  # the empty piece after the file's last newline
-        for line_no, raw in enumerate(lines, start=1):
-            if (str(path), line_no) in quarantined or line_no in damaged:
+            assert not failures or b"\0" not in data, "damaged_lines numbers lines by newlines only"
+        for line_no, raw in enumerate(text_lines(data), start=1):
+            if raw is None or (str(path), line_no) in quarantined or line_no in damaged:
                 continue
             record = json.loads(raw)
             record["_file"], record["_line"] = str(path), line_no

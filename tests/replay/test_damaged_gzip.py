@@ -12,7 +12,8 @@ One NameServer's records are spread over five files: a plain one, a gzip file cu
 deflate data, a gzip file of three members whose second has one byte of its deflate data changed,
 one of three members whose second has a CRC that does not match (a line spans each pair of members,
 and a register body first met in the failed member comes again in the third), and one of two intact
-members with a hole of zero bytes between them, as a crash leaves (a line spans the hole), each holding
+members with a hole of zero bytes between them, as a crash leaves (a line spans the hole), and a
+plain file with two such holes in its text, one cutting a line short and one between lines, each holding
 registrations, heartbeats and unregistrations of several brokers at shared instants (no ``seq``: file
 order decides ties, so a lost or extra line also moves ranks).
 """
@@ -31,7 +32,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from differential import _inflated, canonical_json, capture_records, compare_changes, damaged_lines
+from differential import _inflated, canonical_json, capture_records, compare_changes, damaged_lines, text_lines
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker, unregister_broker
 from nsreplay.storage import Warehouse
@@ -89,6 +90,7 @@ def three_members(data: bytes, cuts: tuple[int, int], how: str) -> bytes:
 
 FILES = {"c-flipped.jsonl.gz": "flip", "d-crc.jsonl.gz": "crc"}
 HOLE = "e-hole.jsonl.gz"
+PLAIN_HOLES = "f-holes.jsonl"
 
 
 def with_hole(data: bytes) -> bytes:
@@ -98,11 +100,18 @@ def with_hole(data: bytes) -> bytes:
     return gzip.compress(data[:cut], mtime=0) + b"\0" * 4096 + gzip.compress(data[cut:], mtime=0)
 
 
+def with_text_holes(data: bytes) -> bytes:
+    """``data`` with the end of the line after 30 % replaced by 3,000 zero bytes, and 100 zero bytes
+    put before the line after 70 %, as a crash leaves a plain file the writer goes on with."""
+    cut, resumed, between = line_cut(data, 0.3, -9), line_cut(data, 0.3), line_cut(data, 0.7)
+    return data[:cut] + bytes(3000) + data[resumed:between] + bytes(100) + data[between:]
+
+
 def records_by_file() -> dict[str, list[dict[str, Any]]]:
     """The records of each file of the capture, before any damage (the same at every call)."""
     rnd = random.Random(20261127)
     plain = [namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)
-    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz", HOLE)}}
+    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz", HOLE)}, PLAIN_HOLES: records_of_file(rnd, 100)}
     crc = files["d-crc.jsonl.gz"]
     for i in (200, 380):  # the body, found nowhere else, first in the failed member, then in the third
         crc[i] = register_broker(crc[i]["ts"], cluster="c1", name="broker-0", addr=addr("broker-0"), topics=UNIQUE_TOPICS, five=False, namesrv=NS)
@@ -136,6 +145,7 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
         data = jsonl(records[name])
         (capture / name).write_bytes(three_members(data, member_cuts(name, data), how))
     (capture / HOLE).write_bytes(with_hole(jsonl(records[HOLE])))
+    (capture / PLAIN_HOLES).write_bytes(with_text_holes(jsonl(records[PLAIN_HOLES])))
     root = str(tmp_path_factory.mktemp("damaged-gzip-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     ingested = run_ingest(spark, warehouse, load_settings(), str(capture), "gz-ingest")
@@ -145,7 +155,8 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
 
 def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
     """(file, line, reason, raw_text) of every line a failed member may have garbled, as the oracle
-    inflates them (``corrupt_gzip``), and of the cut file's last line (``truncated_gzip``)."""
+    inflates them (``corrupt_gzip``), of the cut file's last line (``truncated_gzip``), and of the holes in
+    the plain file's text (``zero_bytes``) and the line one cut short (``invalid_json``)."""
     keep = load_settings().ingest.quarantine_keep_bytes
     rows = []
     for name in ("b-cut.jsonl.gz", *FILES, HOLE):
@@ -157,6 +168,14 @@ def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
                 rows.append((name, line_no, "corrupt_gzip", raw.decode("utf-8", "replace")[:keep]))
             elif name == "b-cut.jsonl.gz" and line_no == len(lines):
                 rows.append((name, line_no, "truncated_gzip", raw.decode("utf-8", "replace")[:keep]))
+    for line_no, raw in enumerate(text_lines((capture / PLAIN_HOLES).read_bytes()), start=1):
+        if raw is None:
+            rows.append((PLAIN_HOLES, line_no, "zero_bytes", ""))
+            continue
+        try:
+            json.loads(raw)
+        except ValueError:  # the line a hole cut short
+            rows.append((PLAIN_HOLES, line_no, "invalid_json", raw.decode("utf-8", "replace")[:keep]))
     return rows
 
 
@@ -185,9 +204,10 @@ def test_a_failed_member_is_quarantined_whole_and_a_cut_loses_only_its_last_line
         # the third member's first line holds the gap: it is quarantined with the damaged member
         assert kept[name] == data.count(b"\n", 0, first) + data.count(b"\n", second) - 1
     assert kept[HOLE] == 400 - 1  # every line of the two members but the one the hole splits
+    assert kept[PLAIN_HOLES] == 100 - 1  # every record but the one a hole cut short
     # the last record of each file of several members comes from a member after the damage, or the hole
     kept_records = {(Path(r["_file"]).name, canonical_json({k: v for k, v in r.items() if not k.startswith("_")})) for r in records}
-    assert all((name, canonical_json(records_by_file()[name][-1])) in kept_records for name in (*FILES, HOLE))
+    assert all((name, canonical_json(records_by_file()[name][-1])) in kept_records for name in (*FILES, HOLE, PLAIN_HOLES))
     assert (ingested.accepted + ingested.duplicates, ingested.quarantined) == (sum(kept.values()), quarantine.count())
     assert ingested.quarantined_by_reason == dict(Counter(reason for _, _, reason, _ in expected_damaged_rows(capture)))
 
