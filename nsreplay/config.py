@@ -154,6 +154,11 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"[replay] default_profile must be one of {', '.join(PROFILES)}")
     if settings.ingest.max_line_bytes <= 0 or settings.ingest.quarantine_keep_bytes <= 0:
         raise ConfigError("[ingest] byte limits must be positive")
+    if settings.ingest.quarantine_keep_bytes > settings.ingest.max_line_bytes:
+        raise ConfigError(
+            f"[ingest] quarantine_keep_bytes ({settings.ingest.quarantine_keep_bytes}) must not exceed max_line_bytes "
+            f"({settings.ingest.max_line_bytes}): no line kept whole is longer, and a line too long keeps its first quarantine_keep_bytes"
+        )
     if settings.replay.default_tick_origin != "first_record":
         raise ConfigError("[replay] default_tick_origin supports only \"first_record\"")
     if settings.replay.keyframe_every_ticks <= 0:

@@ -10,10 +10,10 @@ Contract:
   newline is still a line. A file of zero bytes yields no line.
 * Nothing is lost silently. Every problem becomes a :class:`CaptureLine` with a ``read_error``:
   ``line_too_long`` (longer than ``max_line_bytes`` without its trailing ``\\r``; only the first
-  ``keep_bytes`` are kept; ``line_bytes`` is the full length), ``truncated_gzip`` (every complete line
-  inflated before the cut comes out as usual, then the bytes decoded after the last complete line,
-  possibly none, as one final line), ``corrupt_gzip`` (below) and ``unreadable_file`` (the file could
-  not be opened or read at all).
+  ``keep_bytes``, at most ``max_line_bytes``, are kept; ``line_bytes`` is the full length),
+  ``truncated_gzip`` (every complete line inflated before the cut comes out as usual, then the bytes
+  decoded after the last complete line, possibly none, as one final line), ``corrupt_gzip`` (below),
+  ``zero_bytes`` (below) and ``unreadable_file`` (the file could not be opened or read at all).
 * A member that fails its integrity check (deflate data it cannot decode, or a CRC or length trailer
   that does not match) may have garbled any of its lines: deflate detects damage only some way after
   it, and the CRC only at the member's end. Every line it inflated before the byte where the damage
@@ -447,6 +447,7 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     several members failing in a row), but never a line flagged before: the ranges do not overlap.
     A :class:`_Hole` ends the line in progress if it holds a byte, as a newline does, and is a
     ``zero_bytes`` line of its own."""
+    keep_bytes = min(keep_bytes, max_line_bytes)  # more is never kept: a longer line is cut to it
     line_no = 0
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)

@@ -363,3 +363,18 @@ def test_a_raw_small_body_that_cannot_be_stored_as_json_text_is_undecodable() ->
     )
     assert (lone["status"], lone["reason"]) == ("quarantined", "undecodable_body")
     assert (huge["status"], huge["reason"]) == ("quarantined", "undecodable_body")
+
+
+def test_a_quarantine_keep_beyond_the_line_limit_is_a_configuration_error(tmp_path) -> None:
+    """Keeping more of a quarantined line than the longest line kept whole makes no sense: said at load."""
+    import shutil
+
+    from nsreplay.config import PROJECT_ROOT, ConfigError, load_settings
+
+    shutil.copytree(PROJECT_ROOT / "conf" / "base", tmp_path / "base")
+    (tmp_path / "small").mkdir()
+    (tmp_path / "small" / "nsreplay.toml").write_text("[ingest]\nmax_line_bytes = 65536\n")
+    with pytest.raises(ConfigError, match=r"quarantine_keep_bytes \(1048576\) must not exceed max_line_bytes \(65536\)"):
+        load_settings("small", tmp_path)
+    (tmp_path / "small" / "nsreplay.toml").write_text("[ingest]\nmax_line_bytes = 65536\nquarantine_keep_bytes = 65536\n")
+    assert load_settings("small", tmp_path).ingest.quarantine_keep_bytes == 65536

@@ -401,3 +401,10 @@ def test_a_hole_just_before_a_cut_still_comes_out(inflater: str) -> None:
     member = zlib.compressobj(6, zlib.DEFLATED, 31)
     cut = member.compress(b"a\n" + bytes(5)) + member.flush(zlib.Z_SYNC_FLUSH)  # no final block, no trailer
     assert raw_lines(cut) == [RawLine(1, b"a", 1), RawLine(2, b"", 5, "zero_bytes"), RawLine(3, b"", 0, "truncated_gzip")]
+
+
+@pytest.mark.parametrize("keep", [2, 3, 4, 10])
+def test_a_line_too_long_keeps_at_most_the_limit_and_counts_its_whole_length(keep: int) -> None:
+    """However much the caller asks to keep, no more than ``max_line_bytes`` of a line too long is
+    kept, and ``line_bytes`` is its whole length."""
+    assert raw_lines(b"abcdefgh\nxy\n", max_line_bytes=2, keep_bytes=keep) == [RawLine(1, b"abcdefgh"[: min(keep, 2)], 8, "line_too_long"), RawLine(2, b"xy", 2)]
