@@ -297,6 +297,7 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
     found = False  # the current member was found by a resync and has not passed its check yet
     pending: bytes | memoryview | None = None  # bytes read already that the current member starts with
     at = 0  # where ``data`` starts in the file
+    resync_from: int | None = None  # set when the current member failed: where to look for the next one
     yield MEMBER_START
     while True:
         if pending is None:
@@ -322,29 +323,24 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                 if padded or data[0] != GZIP_MAGIC[0]:
                     # Not the next member: bytes after zero padding (a hole, such as the blocks a crash
                     # left zeroed, the writing having gone on after it) or a byte that cannot start one.
-                    # A gap no line holds a byte of: the line in progress is the one it ends in.
-                    yield MEMBER_FAILED
-                    resync = _next_member(source, at)
-                    if resync is None:
-                        return
-                    member_at, pending = resync
-                    at, padded = member_at, False
-                    decomp, fed, found = _inflate.decompressobj(wbits=31), 0, True
-                    yield MEMBER_START
-                    break
-            fed += len(data)
-            source.keep_from(max(member_at + 1, at + 1 - RESYNC_LOOKBACK_BYTES))  # where a resync after this data may look
-            before = decomp.copy()  # ~1 µs per slice: what the salvage replays from
-            try:
-                out = decomp.decompress(data)
-            except (zlib.error, _inflate.error):
-                bad = yield from _salvage(before, data)
+                    # A gap no line holds a byte of, read past as a failed member: from its first byte.
+                    resync_from = at
+            if resync_from is None:
+                fed += len(data)
+                source.keep_from(max(member_at + 1, at + 1 - RESYNC_LOOKBACK_BYTES))  # where a resync after this data may look
+                before = decomp.copy()  # ~1 µs per slice: what the salvage replays from
+                try:
+                    out = decomp.decompress(data)
+                except (zlib.error, _inflate.error):
+                    bad = yield from _salvage(before, data)
+                    resync_from = max(member_at + 1, at + bad + 1 - RESYNC_LOOKBACK_BYTES)
+            if resync_from is not None:  # the member failed: read on at the next one found
                 yield MEMBER_FAILED
-                resync = _next_member(source, max(member_at + 1, at + bad + 1 - RESYNC_LOOKBACK_BYTES))
+                resync = _next_member(source, resync_from)
                 if resync is None:
                     return
                 member_at, pending = resync
-                at = member_at
+                at, padded, resync_from = member_at, False, None
                 decomp, fed, found = _inflate.decompressobj(wbits=31), 0, True
                 yield MEMBER_START
                 break
