@@ -77,6 +77,14 @@ def test_each_broken_row_fails_its_own_expectation(spark) -> None:
     }
 
 
+def test_a_namesrv_without_its_state_is_found_even_beside_one_with_a_state_and_no_changes(spark) -> None:
+    """The check compares the NameServers themselves: a count of them would find as many with
+    changes as with states here, and pass."""
+    other = "10.0.0.2:9876"
+    rows = {**SOUND, REPLAY_STATE.name: [{**SOUND[REPLAY_STATE.name][0], "namesrv": other}]}
+    assert _failures(spark, rows) == {("gold.run", "expect_column_values_to_be_between", "namesrvs_without_state")}
+
+
 def test_rows_of_another_run_are_not_judged(spark) -> None:
     other = {name: [{**row, "run_id": "run-0"} for row in rows] for name, rows in SOUND.items()}
     other[BROKER_LIVE_INTERVALS.name] += [{**_live(None, "b:1", 3, 8), "run_id": "run-0"}]
