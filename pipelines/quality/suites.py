@@ -116,8 +116,11 @@ def _validate(context: Any, suite_name: str, df: DataFrame, expectations: Iterab
     source = context.data_sources.add_or_update_spark(name="nsreplay", persist=False)
     asset = source.add_dataframe_asset(name=suite_name)
     # Each expectation's metrics are separate Spark jobs: compute the frame once, not once per metric.
+    # The cache has as many partitions as the session has cores, not one per input file or per branch
+    # of a union (the gold intervals: six tables, ~20 partitions for a small window): every metric
+    # job scans it with a task per core instead of a task per slice (a narrow coalesce: no shuffle).
     own_cache = not cheap and not df.storageLevel.useMemory and not df.storageLevel.useDisk
-    cached = df.persist(StorageLevel.MEMORY_AND_DISK) if own_cache else df
+    cached = df.coalesce(df.sparkSession.sparkContext.defaultParallelism).persist(StorageLevel.MEMORY_AND_DISK) if own_cache else df
     try:
         batch = asset.add_batch_definition_whole_dataframe(f"{suite_name}:run").get_batch(batch_parameters={"dataframe": cached})
         suite = gx.ExpectationSuite(name=suite_name)
