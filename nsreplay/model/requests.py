@@ -289,7 +289,9 @@ _QUEUE_DATA_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
 
 
 def queue_data_from_json(obj: object) -> QueueData | None:
-    """A QueueData of a REGISTER_TOPIC body; missing numbers are 0; ``None`` when it has no brokerName."""
+    """A QueueData of a REGISTER_TOPIC body; missing numbers are 0; ``None`` when it has no brokerName.
+    Its numbers are Java ints: a value beyond an int's range is a body the NameServer's JSON decoder
+    fails on, as one that is not an integer (:class:`Rejected`: SYSTEM_ERROR, nothing changes)."""
     if not isinstance(obj, Mapping):
         raise Rejected("queueDatas entry is not an object")
     numbers = []
@@ -299,6 +301,8 @@ def queue_data_from_json(obj: object) -> QueueData | None:
             value = 0
         if isinstance(value, bool) or not isinstance(value, int):
             raise Rejected(f"queueDatas.{name} is not an integer")
+        if not -(1 << 31) <= value < 1 << 31:
+            raise Rejected(f"queueDatas.{name} is out of range of a Java int")
         numbers.append(value)
     broker_name = obj.get("brokerName")
     if broker_name is None:

@@ -302,6 +302,25 @@ def test_5x_register_topic_entry_without_a_broker_name_aborts_the_rest() -> None
 
 
 @pytest.mark.parametrize("topic", ["x", "new"])
+@pytest.mark.parametrize(("field", "value"), [("readQueueNums", 1 << 31), ("writeQueueNums", -(1 << 31) - 1), ("perm", 1 << 40), ("topicSysFlag", 1 << 64)])
+def test_5x_register_topic_with_a_number_beyond_a_java_int_changes_nothing(topic: str, field: str, value: int) -> None:
+    """§2 "A body that cannot be decoded: SYSTEM_ERROR, nothing changes": a QueueData's numbers are
+    Java ints, which the NameServer's JSON decoder cannot fill from a larger value. The whole body
+    fails, the entries before the bad one included; the edges of the range decode."""
+    ns = _two_brokers_with_topic_x()
+    before = ns.snapshot()
+    entries = [{"brokerName": "b1", "perm": 6, "readQueueNums": 2, "writeQueueNums": 2}, {"brokerName": "b2", "perm": 6, "readQueueNums": 2, "writeQueueNums": 2}]
+    bad = {"queueDatas": [entries[0], {**entries[1], field: value}]}
+    outcome = ns.apply(R.request(T0 + 1, REGISTER_TOPIC, {"topic": topic}, body=bad))
+    assert (outcome.code, outcome.remark, outcome.changed) == (ResponseCode.SYSTEM_ERROR, f"queueDatas.{field} is out of range of a Java int", False)
+    assert ns.snapshot() == before
+    edges = {"queueDatas": [{**entries[0], field: (1 << 31) - 1}, {**entries[1], field: -(1 << 31)}]}
+    assert ns.apply(R.request(T0 + 2, REGISTER_TOPIC, {"topic": topic}, body=edges)).code == ResponseCode.SUCCESS
+    stored = ns.snapshot().topicQueueTable[topic]
+    assert (getattr(stored["b1"], field), getattr(stored["b2"], field)) == ((1 << 31) - 1, -(1 << 31))
+
+
+@pytest.mark.parametrize("topic", ["x", "new"])
 def test_5x_register_topic_with_empty_queue_datas_changes_nothing(topic: str) -> None:
     """§6 217: "body TopicRouteData: each QueueData stored as given" — with no QueueData nothing is
     stored (no empty topic is created, an existing one is left as it was)."""

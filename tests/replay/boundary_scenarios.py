@@ -165,6 +165,10 @@ def scenarios() -> list[dict]:
         body = {"queueDatas": [{"brokerName": "b-r", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0},
                                {"brokerName": "b-ghost", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]}
         r.append(request(at, 217, {"topic": topic}, body=body, namesrv=ns))
+    # A QueueData number beyond a Java int: a body the NameServer cannot decode (SYSTEM_ERROR, nothing
+    # changes, spec §2). Its typed gold column (int) could not hold the value either: the replay failed.
+    r.append(request(S + 3000, 217, {"topic": "held"}, body={"queueDatas": [
+        {"brokerName": "b-r", "readQueueNums": 1 << 31, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]}, namesrv=ns))
 
     # Ties of one ts (change rows' record_rank and tick_ts): a read-only request before a registration
     # at one ts takes no rank (the registration is 1); a registration and a KV put at a restart's ts,
