@@ -73,6 +73,21 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # KV namespace feeding orderTopicConf
 DESTROYING_EVENTS = frozenset({"CLOSE", "IDLE", "EXCEPTION"})
 
 
+_LONG_MIN = -(1 << 63)
+_LONG_MAX = (1 << 63) - 1
+
+
+def _deadline(info: BrokerLiveInfo) -> int:
+    """``lastUpdateTimestamp + heartbeatTimeoutMillis`` as the scan computes it: a sum of two Java
+    ``long`` values, which wraps around past ``Long.MAX_VALUE``. So a 5.x broker that sends a timeout
+    near ``Long.MAX_VALUE`` (meaning "never") gets a negative deadline and expires at the first scan
+    tick after it registers, as it does in the NameServer."""
+    total = info.lastUpdateTimestamp + info.heartbeatTimeoutMillis
+    if _LONG_MIN <= total <= _LONG_MAX:
+        return total
+    return (total - _LONG_MIN) % (1 << 64) + _LONG_MIN
+
+
 class RequestCode:
     """Request codes the model knows (semantics spec §2-§7)."""
 
@@ -249,13 +264,14 @@ class NameServer:
 
     def scan(self, tick_ts: int) -> list[Removal]:
         """The scan at tick ``tick_ts`` (spec §4): every live entry with ``last + timeout < tick_ts``
-        is removed like an unregister of its address, in live-table (Java) order."""
-        if not any(i.lastUpdateTimestamp + i.heartbeatTimeoutMillis < tick_ts for i in self._live.unordered_values()):
+        is removed like an unregister of its address, in live-table (Java) order. The sum is Java's
+        ``long`` addition (:func:`_deadline`)."""
+        if not any(_deadline(i) < tick_ts for i in self._live.unordered_values()):
             return []  # nothing expires: the usual tick, decided without walking the map in Java order
         removals = []
         for key in list(self._live):
             info = self._live.get(key)
-            if info is not None and info.lastUpdateTimestamp + info.heartbeatTimeoutMillis < tick_ts:
+            if info is not None and _deadline(info) < tick_ts:
                 removal = self._destroy(tick_ts, "expired", key)
                 if removal is not None:
                     removals.append(removal)
@@ -264,7 +280,7 @@ class NameServer:
     def expiry_horizon(self) -> int | None:
         """The smallest ``last + timeout`` of the live entries (None without any): a scan at a tick
         not after it removes nothing and changes nothing, so a caller may skip such ticks."""
-        return min((i.lastUpdateTimestamp + i.heartbeatTimeoutMillis for i in self._live.unordered_values()), default=None)
+        return min((_deadline(i) for i in self._live.unordered_values()), default=None)
 
     def restart(self, ts: int, profile: str, config: Mapping[str, object] | None = None) -> Outcome:
         """A (re)start at ``ts`` (spec §4): every route table empty, tick grid from ``ts``, KV kept.

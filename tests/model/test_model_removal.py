@@ -59,6 +59,27 @@ def test_5x_uses_each_entrys_own_heartbeat_timeout() -> None:
     assert live_addrs(ns) == {"s:1"}
 
 
+LONG_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize("timeout, sum_wraps", [
+    (LONG_MAX, True),  # "never": T0 + Long.MAX_VALUE wraps to a negative long
+    (LONG_MAX - T0 + 1, True),  # the first timeout whose sum wraps (to Long.MIN_VALUE)
+    (LONG_MAX - T0, False),  # the sum is Long.MAX_VALUE itself: no tick is past it
+])
+def test_5x_timeout_sum_is_a_java_long_that_wraps_past_long_max(timeout: int, sum_wraps: bool) -> None:
+    """§4 ``lastUpdateTimestamp + timeout < T`` is a sum of Java longs in scanNotActiveBroker: a sum
+    past Long.MAX_VALUE wraps negative, so the entry expires at the first tick after it registered."""
+    ns = NameServer("rocketmq-5", {}, T0)
+    ns.apply(reg(T0, "rocketmq-5", name="huge", addr="h:1", heartbeat_timeout=timeout))
+    ns.apply(reg(T0, "rocketmq-5", name="std", addr="s:1"))
+    assert (ns.expiry_horizon() < 0) is sum_wraps
+    assert [r.brokerAddr for r in ns.scan(T0 + 1)] == (["h:1"] if sum_wraps else [])
+    assert live_addrs(ns) == ({"s:1"} if sum_wraps else {"h:1", "s:1"})
+    assert ("huge" in ns.snapshot().brokerAddrTable) is not sum_wraps
+    assert [r.brokerAddr for r in ns.scan(T0 + 120_001)] == ["s:1"]
+
+
 def test_49_ignores_the_heartbeat_timeout_header() -> None:
     ns = NameServer("rocketmq-4.9", {}, T0)
     ns.apply(reg(T0, "rocketmq-4.9", five=True, heartbeat_timeout=10_000))

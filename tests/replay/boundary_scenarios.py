@@ -17,6 +17,7 @@ from nsreplay.model.records import (
 
 S = 1732147200000
 END = S + 300_000
+LONG_MAX = (1 << 63) - 1
 NS_TICK_ORDER = "10.0.1.1:9876"  # 4.9: records at a tick's ts come before its scan; strict 120 s rule
 NS_TIMEOUT = "10.0.1.2:9876"  # 5.x: per-broker heartbeatTimeoutMillis, 904 on a tick
 NS_SHARED_ADDR = "10.0.1.3:9876"  # 4.9: one address under two brokerNames
@@ -54,11 +55,15 @@ def scenarios() -> list[dict]:
 
     # 5.x ticks at S + 5 + k*5000; a broker with a 10 s timeout registers on a tick, heartbeats (904)
     # on a later tick, then goes silent: 10005 + 10000 < 20005 is false, < 25005 is true.
+    # b-never's timeout is Long.MAX_VALUE: the scan's long sum wraps negative, so it expires at the
+    # first tick after it registers (S+5005). b-edge's sum is exactly Long.MAX_VALUE: it stays.
     ns = NS_TIMEOUT
     r.append(namesrv_start(S, "5.3.3", five, namesrv=ns))
     r.append(register_broker(S + 5, cluster="c", name="b-t", addr="10.2.0.1:10911", topics=["t", "TBW102"], enable_acting_master=True, heartbeat_timeout=10000, namesrv=ns))
     r.append(broker_heartbeat(S + 10005, cluster="c", name="b-t", addr="10.2.0.1:10911", namesrv=ns))
     r.append(register_broker(S + 7, cluster="c", name="b-long", addr="10.2.0.2:10911", topics=["t", "TBW102"], namesrv=ns))
+    r.append(register_broker(S + 12, cluster="c", name="b-never", addr="10.2.0.3:10911", topics=["never", "TBW102"], heartbeat_timeout=LONG_MAX, namesrv=ns))
+    r.append(register_broker(S + 13, cluster="c", name="b-edge", addr="10.2.0.4:10911", topics=["edge", "TBW102"], heartbeat_timeout=LONG_MAX - (S + 13), namesrv=ns))
 
     # 4.9: broker-z and broker-a both hold 10.3.0.1 as id 0 (misconfiguration); when it expires, the
     # first BrokerData in Java order loses it. broker-q is independent and keeps heartbeating.

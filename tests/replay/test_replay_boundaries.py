@@ -21,6 +21,7 @@ from boundary_scenarios import (
     NS_STATIC_MAPPINGS,
     NS_TICK_ORDER,
     NS_TIMEOUT,
+    END,
     S,
 )
 from differential import compare_every_tick
@@ -51,6 +52,11 @@ def test_per_broker_timeout_and_heartbeat_on_a_tick(published) -> None:
     assert "10.2.0.1:10911" in live_addrs(h, NS_TIMEOUT, S + 20005)
     assert "10.2.0.1:10911" not in live_addrs(h, NS_TIMEOUT, S + 25005)
     assert "10.2.0.2:10911" in live_addrs(h, NS_TIMEOUT, S + 25005)
+    # A timeout whose long sum with the timestamp wraps: gone at the first tick after registering.
+    assert "10.2.0.3:10911" in live_addrs(h, NS_TIMEOUT, S + 5004)
+    assert "10.2.0.3:10911" not in live_addrs(h, NS_TIMEOUT, S + 5005)
+    assert h.route_at(NS_TIMEOUT, "never", S + 5005).code == 17
+    assert "10.2.0.4:10911" in live_addrs(h, NS_TIMEOUT, END)
 
 
 def test_only_the_stored_connection_destroys(published) -> None:
