@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
@@ -446,11 +447,18 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:  # every digit: through a float, "4611686018427387905" would lose its last ones
+                return int(value)
+            except ValueError:
+                pass  # "1e3", "2.0": read as a number below
         try:
             number = float(value)
         except ValueError:
             raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
-        if number != int(number):
+        if not math.isfinite(number) or number != int(number):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
         return int(number)
     if hint is float:
@@ -497,6 +505,12 @@ def apply_overrides(config: GeneratorConfig, overrides: Mapping[str, Any]) -> Ge
     return config
 
 
+_MAX_TIMEOUT_MS = 1 << 62
+#: The float knobs that are shares or probabilities.
+_SHARES = frozenset({"v5_group_fraction", "gc_pause_probability", "promotion_old_master_returns",
+                     "unknown_topic_query_fraction", "response_fraction", "duplicate_other_file_fraction"})
+
+
 def _validate(config: GeneratorConfig) -> None:
     t = config.topology
     if t.namesrvs < 1 or t.namesrvs > 90:
@@ -507,6 +521,18 @@ def _validate(config: GeneratorConfig) -> None:
         raise ConfigError("need at least one broker group per cluster")
     if t.groups > 250:
         raise ConfigError("topology.groups must be at most 250")
+    for section in fields(config):
+        part = getattr(config, section.name)
+        if not dataclasses.is_dataclass(part):
+            continue
+        for knob in fields(part):
+            value = getattr(part, knob.name)
+            if knob.type != "float":
+                continue
+            if not math.isfinite(value):
+                raise ConfigError(f"{section.name}.{knob.name} must be a finite number, got {value}")
+            if knob.name in _SHARES and not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{section.name}.{knob.name} must be between 0 and 1")
     if config.timing.hours <= 0:
         raise ConfigError("timing.hours must be positive")
     if config.output.shards < 1:
@@ -521,8 +547,10 @@ def _validate(config: GeneratorConfig) -> None:
     for code in t.heartbeat_codes:
         if code not in (322, 904):
             raise ConfigError("topology.heartbeat_codes may only hold 322 and 904")
-    if not 0.0 <= config.traffic.response_fraction <= 1.0:
-        raise ConfigError("traffic.response_fraction must be between 0 and 1")
+    if not 1 <= t.broker_not_active_timeout_ms <= _MAX_TIMEOUT_MS:
+        # The NameServer adds it to a timestamp as a Java long; past 2^62 that sum could wrap (the
+        # model replays the wrap, the generator's own expiry and responses do not).
+        raise ConfigError("topology.broker_not_active_timeout_ms must be between 1 and 2^62")
     bad = set(config.incidents.crash_outcomes) - {"close", "exception", "idle", "silent"}
     if bad:
         raise ConfigError(f"unknown crash outcomes: {sorted(bad)}")

@@ -32,10 +32,22 @@ def test_overrides_by_dotted_and_bare_name_with_typed_values():
 
 
 @pytest.mark.parametrize("name, value", [("no_such_knob", "1"), ("incidents.crashes", "many"),
-                                         ("output.layout", "sideways"), ("junk.per_reason", '{"bogus": 1}')])
+                                         ("output.layout", "sideways"), ("junk.per_reason", '{"bogus": 1}'),
+                                         ("incidents.crashes", "inf"), ("incidents.crashes", "nan"),
+                                         ("timing.hours", "inf"), ("timing.hours", "nan"), ("timing.hours", "1e400"),
+                                         ("timing.gc_pause_probability", "1.5"), ("topology.v5_group_fraction", "-0.1"),
+                                         ("incidents.promotion_old_master_returns", "nan"),
+                                         ("topology.broker_not_active_timeout_ms", "0"),
+                                         ("topology.broker_not_active_timeout_ms", str(2**62 + 1))])
 def test_bad_knobs_are_rejected(name, value):
     with pytest.raises(ConfigError):
         apply_overrides(preset("tiny"), {name: value})
+
+
+def test_an_integer_knob_keeps_every_digit():
+    """Read through a float, 2^62 + 1 would become 2^62 and pass the check that rejects it."""
+    assert apply_overrides(preset("tiny"), {"seed": str(2**62 + 1)}).seed == 2**62 + 1
+    assert apply_overrides(preset("tiny"), {"seed": "1e3"}).seed == 1000
 
 
 def test_every_knob_is_listed_and_settable():
