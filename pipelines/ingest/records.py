@@ -131,19 +131,27 @@ def _is_int(value: object) -> bool:
     return type(value) is int
 
 
+def _got(value: object) -> str:
+    """What a rejected JSON value was, for the detail: a number itself (an integer beyond its column's
+    range, or a float: orjson reads an integer literal beyond 64 bits as one), otherwise its type."""
+    if type(value) in (int, float):
+        return repr(value)[:40]
+    return type(value).__name__
+
+
 def _require(obj: Mapping[str, Any], key: str, check: Callable[[object], bool], what: str, prefix: str = "") -> Any:
     value = obj.get(key)
     if value is None:
         raise _Reject("missing_field", f"{prefix}{key} is missing")
     if not check(value):
-        raise _Reject("wrong_type", f"{prefix}{key} must be {what}, got {type(value).__name__}")
+        raise _Reject("wrong_type", f"{prefix}{key} must be {what}, got {_got(value)}")
     return value
 
 
 def _optional(obj: Mapping[str, Any], key: str, check: Callable[[object], bool], what: str) -> Any:
     value = obj.get(key)
     if value is not None and not check(value):
-        raise _Reject("wrong_type", f"{key} must be {what}, got {type(value).__name__}")
+        raise _Reject("wrong_type", f"{key} must be {what}, got {_got(value)}")
     return value
 
 
@@ -502,9 +510,9 @@ class LineParser:
     def _record(self, obj: dict[str, Any]) -> Accepted:
         event: dict[str, Any] = {
             "namesrv": _require(obj, "namesrv", _is_str, "a string"),
-            "ts": _require(obj, "ts", _IS_INT64, "an integer"),
+            "ts": _require(obj, "ts", _IS_INT64, "a 64-bit integer"),
             "kind": _require(obj, "kind", _is_str, "a string"),
-            "seq": _optional(obj, "seq", _IS_INT64, "an integer"),
+            "seq": _optional(obj, "seq", _IS_INT64, "a 64-bit integer"),
         }
         kind = event["kind"]
         if kind not in KINDS:
@@ -524,10 +532,10 @@ class LineParser:
         return Accepted(event, new_body)
 
     def _request(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> DecodedBody | None:
-        code = _require(obj, "code", _IS_INT32, "an integer")
+        code = _require(obj, "code", _IS_INT32, "a 32-bit integer")
         event["code"] = code
-        event["version"] = _require(obj, "version", _IS_INT32, "an integer")
-        event["opaque"] = _require(obj, "opaque", _IS_INT32, "an integer")
+        event["version"] = _require(obj, "version", _IS_INT32, "a 32-bit integer")
+        event["opaque"] = _require(obj, "opaque", _IS_INT32, "a 32-bit integer")
         event["conn"] = _require(obj, "conn", _is_str, "a string")
         ext = _require(obj, "extFields", _is_obj, "an object")
         self._check_header(code, ext)
@@ -575,10 +583,10 @@ class LineParser:
             self._valid_headers.add(seen)
 
     def _response(self, obj: dict[str, Any], event: dict[str, Any], identity: dict[str, Any]) -> None:
-        event["code"] = _require(obj, "code", _IS_INT32, "an integer")
-        event["opaque"] = _require(obj, "opaque", _IS_INT32, "an integer")
+        event["code"] = _require(obj, "code", _IS_INT32, "a 32-bit integer")
+        event["opaque"] = _require(obj, "opaque", _IS_INT32, "a 32-bit integer")
         event["conn"] = _require(obj, "conn", _is_str, "a string")
-        event["version"] = _optional(obj, "version", _IS_INT32, "an integer")
+        event["version"] = _optional(obj, "version", _IS_INT32, "a 32-bit integer")
         event["remark"] = _optional(obj, "remark", _is_str, "a string")
         body = _optional(obj, "body", lambda v: isinstance(v, (dict, list)), "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")

@@ -128,8 +128,22 @@ def test_a_rejected_line_keeps_only_a_ts_the_column_can_hold() -> None:
     """The quarantine row's ts is a long: a ts beyond it is left out (the line itself is kept)."""
     line = '{"namesrv":"10.0.0.10:9876","ts":18446744073709551615,"kind":"channel","event":"CONNECT","conn":"c","remote":"10.0.1.5:1"}'
     r = row(line)
-    assert verdict(r) == ("quarantined", "wrong_type", "ts must be an integer, got int")
+    assert verdict(r) == ("quarantined", "wrong_type", "ts must be a 64-bit integer, got 18446744073709551615")
     assert (r["ts"], r["namesrv"], r["raw_text"]) == (None, "10.0.0.10:9876", line)
+
+
+@pytest.mark.parametrize(("field", "literal", "shown"), [
+    ("ts", "123456789012345678901234567890", "1.2345678901234568e+29"),  # orjson: a float beyond 64 bits
+    ("ts", "1732147200000.5", "1732147200000.5"),
+    ("ts", '"1732147200000"', "str"),
+    ("seq", "-9223372036854775809", "-9.223372036854776e+18"),
+])
+def test_a_number_of_the_wrong_kind_or_size_is_shown_in_the_detail(field: str, literal: str, shown: str) -> None:
+    base = {"ts": "1732147200000", "seq": "1"}
+    base[field] = literal
+    line = ('{"namesrv":"10.0.0.10:9876","ts":%s,"seq":%s,"kind":"channel","event":"CONNECT","conn":"c","remote":"r"}'
+            % (base["ts"], base["seq"]))
+    assert verdict(row(line)) == ("quarantined", "wrong_type", f"{field} must be a 64-bit integer, got {shown}")
 
 
 # -------------------------------------------------------------------------------- register bodies
