@@ -181,9 +181,15 @@ def parse_time(text: str) -> int:
 
 
 def format_ms(ms: int | None) -> str:
+    """Epoch milliseconds as ISO-8601 UTC (``"-"`` for None); an instant no calendar year 1-9999 holds
+    (a mistyped ``--from``, say) as the number itself: ``"9999999999999999999 ms"``."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        moment = _EPOCH + timedelta(milliseconds=ms)  # exact: no float, whatever the year
+    except OverflowError:
+        return f"{ms} ms"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def format_size(n: int) -> str:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from nsreplay.runtime import UsageError, _isoformat_form, parse_time
+from nsreplay.runtime import UsageError, _isoformat_form, format_ms, parse_time
 
 
 @pytest.mark.parametrize(
@@ -85,3 +85,20 @@ def test_times_reach_fromisoformat_in_the_form_isoformat_writes(text, utc_fields
     assert (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1) == ms
     assert parse_time(text) == ms
 
+
+
+@pytest.mark.parametrize(("ms", "text"), [
+    (0, "1970-01-01T00:00:00.000Z"),
+    (-1, "1969-12-31T23:59:59.999Z"),
+    (1732147200123, "2024-11-21T00:00:00.123Z"),
+    (253402300799999, "9999-12-31T23:59:59.999Z"),  # through a float (ms / 1000) this said .998
+    (-62135596800000, "0001-01-01T00:00:00.000Z"),
+    (253402300800000, "253402300800000 ms"),  # no calendar year holds it: the number itself
+    (-62135596800001, "-62135596800001 ms"),
+    (2**63, "9223372036854775808 ms"),
+    (None, "-"),
+])
+def test_format_ms_is_exact_and_never_fails(ms, text):
+    assert format_ms(ms) == text
+    if not text.endswith(" ms") and ms is not None:
+        assert parse_time(text) == ms

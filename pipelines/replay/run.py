@@ -440,10 +440,11 @@ def replay_window(
         raise NothingToReplayError("silver.events is empty: ingest a capture first")
     until = window_to if window_to is not None else max(hi for _, hi in spans.values())
     if window_from is not None and window_from >= until:
-        raise NothingToReplayError(f"empty window: --from {window_from} is not before the end {until}")
+        end = "--to" if window_to is not None else "the last record of silver.events"
+        raise NothingToReplayError(f"empty window: --from {format_ms(window_from)} is not before {end}, {format_ms(until)}")
     origins = {ns: lo for ns, (lo, _) in spans.items() if lo <= until}  # each one's first record up to `until`
     if not origins:
-        raise NothingToReplayError(f"no record at or before {until}")
+        raise NothingToReplayError(f"no record at or before --to {format_ms(until)}")
     published = latest_publish(warehouse)
     since_publish = _commits_since_publish(warehouse, published)
     _check_run_id_unspent(warehouse, run_id, events_version, since_publish)

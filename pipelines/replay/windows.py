@@ -40,7 +40,7 @@ def check_window_length(start: int, until: int, max_days: int) -> None:
     ``--to`` typed a year or a century too far would fill the cluster before anything said so."""
     if until - start > max_days * DAY_MS:
         raise WindowTooLongError(
-            f"the window {_instant(start)} .. {_instant(until)} spans {(until - start) / DAY_MS:,.1f} days, more than "
+            f"the window {format_ms(start)} .. {format_ms(until)} spans {(until - start) / DAY_MS:,.1f} days, more than "
             f"[replay] max_window_days = {max_days}: check --to (or --from), or raise the setting for a longer backfill"
         )
 
@@ -73,13 +73,6 @@ class Window:
     def record_range(self) -> ColumnRange:
         """The records this window replays: ``after < ts <= until``."""
         return ColumnRange("ts", above=self.after, at_most=self.until)
-
-
-def _instant(ms: int) -> str:
-    try:
-        return format_ms(ms)
-    except (ValueError, OverflowError, OSError):  # beyond year 9999: say the number
-        return f"{ms} ms"
 
 
 __all__ = ["MissingPredecessorError", "Window", "WindowTooLongError", "check_window_length"]

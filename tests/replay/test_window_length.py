@@ -8,7 +8,7 @@ import pytest
 from nsreplay.config import load_settings
 from nsreplay.runtime import UsageError, parse_time
 from nsreplay.storage import Warehouse
-from pipelines.replay.run import replay_window
+from pipelines.replay.run import NothingToReplayError, replay_window
 from pipelines.replay.windows import DAY_MS, WindowTooLongError, check_window_length
 from schemas.gold import GOLD_TABLES
 
@@ -28,6 +28,21 @@ def test_a_far_future_to_is_refused_before_the_warehouse_changes(spark, publishe
     versions = {spec.name: warehouse.version(spec) for spec in GOLD_TABLES}
     with pytest.raises(WindowTooLongError, match="2100-01-01"):
         replay_window(spark, warehouse, load_settings(), "typo", window_to=parse_time("2100-01-01T00:00:00Z"))
+    assert {spec.name: warehouse.version(spec) for spec in GOLD_TABLES} == versions
+
+
+@pytest.mark.parametrize(("window", "says"), [
+    ({"window_from": 9999999999999999999}, r"--from 9999999999999999999 ms is not before the last record of silver\.events, 20\d\d-"),
+    ({"window_from": parse_time("2100-01-01T00:00:00Z")}, r"--from 2100-01-01T00:00:00\.000Z is not before the last record"),
+    ({"window_to": parse_time("2000-01-01T00:00:00Z")}, r"no record at or before --to 2000-01-01T00:00:00\.000Z"),
+])
+def test_an_empty_window_says_its_instants_and_writes_nothing(spark, published, window, says) -> None:
+    """A ``--from`` past every record (or a ``--to`` before all of them) is refused with the instants
+    as times (a number when no calendar holds it), before the warehouse changes."""
+    warehouse = Warehouse(published[1], spark, "delta-rs")
+    versions = {spec.name: warehouse.version(spec) for spec in GOLD_TABLES}
+    with pytest.raises(NothingToReplayError, match=says):
+        replay_window(spark, warehouse, load_settings(), "empty", **window)
     assert {spec.name: warehouse.version(spec) for spec in GOLD_TABLES} == versions
 
 
