@@ -30,7 +30,9 @@ Contract (semantics spec §2 and §8):
 * ``body_crc32`` is the value the broker puts in the ``bodyCrc32`` header: CRC32 & 0x7FFFFFFF.
 
 Everything that cannot be decoded raises :class:`BodyDecodeError` with a short reason; the NameServer
-answers SYSTEM_ERROR to such a request and changes nothing.
+answers SYSTEM_ERROR to such a request and changes nothing. One limit is nsreplay's own: a compressed
+body that inflates to more than :data:`MAX_INFLATED_BODY_BYTES` is not decoded (the NameServer reads
+the stream as far as the lengths in it say; inflating it whole, a few MB of zeros would take GBs).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "TopicConfig",
     "RegisterBody",
     "body_crc32",
+    "MAX_INFLATED_BODY_BYTES",
     "decode_register_body",
     "decode_json_register_body",
     "decode_data_version",
@@ -58,6 +61,9 @@ __all__ = [
 LEGACY_WRAPPER_MAX_VERSION = 37  # requests with version < 37 carry a bare TopicConfigSerializeWrapper
 STATIC_MAPPING_VERSION = 413  # compressed bodies from this version on may end with a mapping section
 MAPPING_MAP = "topicQueueMappingInfoMap"  # the wrapper's static-topic mappings (JSON form)
+#: The most a compressed body may inflate to (256 MiB). A frame is at most 16 MiB, and the compact
+#: form (about 50 bytes a topic) of millions of topics fits; a body beyond it is crafted or broken.
+MAX_INFLATED_BODY_BYTES = 256 << 20
 
 
 class BodyDecodeError(ValueError):
@@ -265,12 +271,24 @@ def _decode_compressed_topic(line: bytes) -> TopicConfig:
     return TopicConfig(name, *numbers, 0, False, filter_type)
 
 
-def _decode_compressed(raw: bytes, version: int) -> RegisterBody:
+def _inflate(raw: bytes) -> bytes:
+    """The whole zlib stream ``raw`` inflated (bytes after its end are ignored), at most
+    :data:`MAX_INFLATED_BODY_BYTES` of it: memory stays bounded whatever the ratio."""
+    inflater = zlib.decompressobj()
     try:
-        data = zlib.decompress(raw)
+        data = inflater.decompress(raw, MAX_INFLATED_BODY_BYTES)
+        beyond = not inflater.eof and len(data) == MAX_INFLATED_BODY_BYTES and inflater.decompress(inflater.unconsumed_tail, 1)
     except zlib.error as exc:
         raise BodyDecodeError("compressed body is not a zlib stream") from exc
-    reader = _Reader(data)
+    if beyond:
+        raise BodyDecodeError(f"compressed body inflates to more than {MAX_INFLATED_BODY_BYTES:,} bytes (nsreplay's limit)")
+    if not inflater.eof:
+        raise BodyDecodeError("compressed body is not a zlib stream (it is cut short)")
+    return data
+
+
+def _decode_compressed(raw: bytes, version: int) -> RegisterBody:
+    reader = _Reader(_inflate(raw))
     data_version = decode_data_version(_json_text(reader.chunk(), "compressed dataVersion"))
     count = reader.int32()
     if count < 0:

@@ -20,6 +20,7 @@ from line_parsers import BODY, LIMITS, parser
 from nsreplay.model import records as R
 from nsreplay.model.namesrv import NameServer
 from nsreplay.protocol.register_body import (
+    MAX_INFLATED_BODY_BYTES,
     DataVersion,
     RegisterBody,
     TopicConfig,
@@ -203,6 +204,22 @@ def test_a_compressed_topic_entry_beyond_an_int_is_an_undecodable_body(config: T
     raw = encode_compressed_register_body(RegisterBody(BODY.data_version, (config,), ()))
     record = raw_register(raw, compressed=True)
     detail = "compressed topic entry has a field out of range of a Java int"
+    assert verdict(row(record)) == ("quarantined", "undecodable_body", detail)
+    assert model_remark(record) == (1, f"Failed to decode RegisterBrokerBody: {detail}")
+
+
+def _zeros_compressed(size: int) -> bytes:
+    """A zlib stream of ``size`` zero bytes: ~1 KB per MB (an inflation "bomb")."""
+    c = zlib.compressobj(9)
+    step = 1 << 20
+    return b"".join(c.compress(bytes(min(step, size - at))) for at in range(0, size, step)) + c.flush()
+
+
+def test_a_compressed_body_beyond_the_inflation_limit_is_quarantined_not_inflated() -> None:
+    """Inflated whole, a 24 MB line of such a body would take ~36 GB of a worker: the decoder stops at
+    MAX_INFLATED_BODY_BYTES, the line is quarantined and the model answers SYSTEM_ERROR, in their words."""
+    record = raw_register(_zeros_compressed(MAX_INFLATED_BODY_BYTES + 1), compressed=True)
+    detail = f"compressed body inflates to more than {MAX_INFLATED_BODY_BYTES:,} bytes (nsreplay's limit)"
     assert verdict(row(record)) == ("quarantined", "undecodable_body", detail)
     assert model_remark(record) == (1, f"Failed to decode RegisterBrokerBody: {detail}")
 

@@ -8,6 +8,7 @@ import zlib
 import pytest
 
 from nsreplay.protocol.register_body import (
+    MAX_INFLATED_BODY_BYTES,
     BodyDecodeError,
     DataVersion,
     RegisterBody,
@@ -74,3 +75,17 @@ def test_a_compressed_data_version_beyond_a_long_fails_to_decode() -> None:
     raw = zlib.compress(struct.pack(">i", len(dv)) + dv + plain[4 + length :])
     with pytest.raises(BodyDecodeError, match="^counter is out of range of a Java long$"):
         decode_register_body(raw, compressed=True, version=400)
+
+
+def test_a_compressed_body_is_inflated_up_to_the_limit_and_no_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exactly at the limit a body decodes; one byte more (however it compresses) is refused before
+    any more of it is inflated; a stream cut short is still refused as before."""
+    plain = zlib.decompress(encode_compressed_register_body(BODY))
+    monkeypatch.setattr("nsreplay.protocol.register_body.MAX_INFLATED_BODY_BYTES", len(plain))
+    assert decode_register_body(zlib.compress(plain), compressed=True, version=400) == BODY
+    assert decode_register_body(zlib.compress(plain) + b"after the stream", compressed=True, version=400) == BODY
+    with pytest.raises(BodyDecodeError, match=f"^compressed body inflates to more than {len(plain):,} bytes"):
+        decode_register_body(zlib.compress(plain + b" "), compressed=True, version=400)
+    with pytest.raises(BodyDecodeError, match="^compressed body is not a zlib stream"):
+        decode_register_body(zlib.compress(plain)[:-4], compressed=True, version=400)
+    assert MAX_INFLATED_BODY_BYTES == 256 << 20  # the shipped limit (monkeypatch replaced the module's)
