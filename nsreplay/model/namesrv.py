@@ -51,6 +51,7 @@ from nsreplay.model.tables import (
     ResponseCode,
     Snapshot,
 )
+from nsreplay.protocol.java_numbers import wrap_long
 from nsreplay.protocol.register_body import BodyDecodeError, RegisterBody, TopicConfig, decode_data_version
 
 __all__ = [
@@ -73,19 +74,12 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # KV namespace feeding orderTopicConf
 DESTROYING_EVENTS = frozenset({"CLOSE", "IDLE", "EXCEPTION"})
 
 
-_LONG_MIN = -(1 << 63)
-_LONG_MAX = (1 << 63) - 1
-
-
 def _deadline(info: BrokerLiveInfo) -> int:
     """``lastUpdateTimestamp + heartbeatTimeoutMillis`` as the scan computes it: a sum of two Java
     ``long`` values, which wraps around past ``Long.MAX_VALUE``. So a 5.x broker that sends a timeout
     near ``Long.MAX_VALUE`` (meaning "never") gets a negative deadline and expires at the first scan
     tick after it registers, as it does in the NameServer."""
-    total = info.lastUpdateTimestamp + info.heartbeatTimeoutMillis
-    if _LONG_MIN <= total <= _LONG_MAX:
-        return total
-    return (total - _LONG_MIN) % (1 << 64) + _LONG_MIN
+    return wrap_long(info.lastUpdateTimestamp + info.heartbeatTimeoutMillis)
 
 
 class RequestCode:

@@ -22,6 +22,7 @@ from typing import Any, Mapping, NamedTuple
 
 from nsreplay.model.render import parse_fastjson
 from nsreplay.model.tables import PROFILE_49, PROFILE_5, DataVersion, Profile, QueueData
+from nsreplay.protocol.java_numbers import fits_java
 from nsreplay.protocol.register_body import (
     BodyDecodeError,
     RegisterBody,
@@ -112,7 +113,7 @@ def _parse_java_integer(name: str, text: str, bits: int) -> int:
     if not _JAVA_INTEGER.match(text):
         raise Rejected(f"header {name} is not an integer: {text!r}")
     value = int(text)
-    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+    if not fits_java(value, bits):
         raise Rejected(f"header {name} is out of range: {text!r}")
     return value
 
@@ -301,7 +302,7 @@ def queue_data_from_json(obj: object) -> QueueData | None:
             value = 0
         if isinstance(value, bool) or not isinstance(value, int):
             raise Rejected(f"queueDatas.{name} is not an integer")
-        if not -(1 << 31) <= value < 1 << 31:
+        if not fits_java(value, 32):
             raise Rejected(f"queueDatas.{name} is out of range of a Java int")
         numbers.append(value)
     broker_name = obj.get("brokerName")

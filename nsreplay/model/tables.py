@@ -43,6 +43,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Mapping, TypeVar, Union
 
+from nsreplay.protocol.java_numbers import fits_java
+
 __all__ = [
     "PROFILE_49",
     "PROFILE_5",
@@ -191,7 +193,7 @@ def _parse_java_long(name: str, value: object) -> int:
         if not text.lstrip("+-").isdigit() or not text.isascii():
             raise ValueError(f"config {name} must be an integer, got {value!r}")
         number = int(text)
-    if not -(2**63) <= number < 2**63:  # Long.parseLong fails: the NameServer would not start
+    if not fits_java(number, 64):  # Long.parseLong fails: the NameServer would not start
         raise ValueError(f"config {name} is out of range of a Java long, got {value!r}")
     return number
 

@@ -43,6 +43,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from nsreplay.protocol.java_numbers import fits_java
+
 __all__ = [
     "BodyDecodeError",
     "DataVersion",
@@ -140,7 +142,7 @@ def _int_field(obj: Mapping[str, Any], key: str, default: int, bits: int = 32) -
         return default
     if not _is_int(value):
         raise BodyDecodeError(f"{key} is not an integer")
-    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+    if not fits_java(value, bits):
         raise BodyDecodeError(f"{key} is out of range of a Java {'int' if bits == 32 else 'long'}")
     return int(value)
 
@@ -266,7 +268,7 @@ def _decode_compressed_topic(line: bytes) -> TopicConfig:
         numbers = (int(read), int(write), int(perm))
     except ValueError as exc:
         raise BodyDecodeError("compressed topic entry has a non-integer field") from exc
-    if not all(-(1 << 31) <= n < 1 << 31 for n in numbers):  # Integer.parseInt fails beyond an int
+    if not all(fits_java(n, 32) for n in numbers):  # Integer.parseInt fails beyond an int
         raise BodyDecodeError("compressed topic entry has a field out of range of a Java int")
     return TopicConfig(name, *numbers, 0, False, filter_type)
 

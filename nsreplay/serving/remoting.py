@@ -36,6 +36,8 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from nsreplay.protocol.java_numbers import fits_java
+
 __all__ = [
     "MAX_FRAME_BYTES",
     "JSON",
@@ -209,7 +211,7 @@ def _int_field(obj: Mapping[str, Any], key: str) -> int:
     value = obj.get(key, 0)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+    if isinstance(value, bool) or not isinstance(value, int) or not fits_java(value, 32):
         raise BadJsonHeader(f"header field {key!r} must be a 32-bit integer, got {value!r}")
     return value
 
@@ -340,7 +342,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         "version": cmd.version,
     }
     for key in ("code", "flag", "opaque", "version"):
-        if not -(2**31) <= obj[key] < 2**31:
+        if not fits_java(obj[key], 32):
             raise EncodeError(f"{key} {obj[key]} does not fit 32 bits")
     return json.dumps({k: v for k, v in obj.items() if v is not None}, ensure_ascii=False,
                       separators=(",", ":")).encode("utf-8", "replace")  # like Java: a lone surrogate -> '?'

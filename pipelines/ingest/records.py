@@ -46,6 +46,7 @@ from nsreplay.model.render import parse_fastjson
 from nsreplay.model.requests import Rejected as ModelRejected
 from nsreplay.model.requests import optional_integer_header
 from nsreplay.model.tables import NamesrvConfig
+from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from nsreplay.protocol.register_body import (
     STATIC_MAPPING_VERSION,
     BodyDecodeError,
@@ -81,8 +82,8 @@ INTEGER_HEADER: Mapping[str, int] = {"brokerId": 64, "bodyCrc32": 32, "heartbeat
 _MAX_DETAIL = 200  # characters of a model's message kept in a quarantine detail
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")  # as Long.parseLong: no trailing newline either (`$` would allow one)
 _MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
+INT32 = (INT_MIN, INT_MAX)
+INT64 = (LONG_MIN, LONG_MAX)
 _T = TypeVar("_T")
 
 
