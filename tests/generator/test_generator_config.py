@@ -44,6 +44,17 @@ def test_bad_knobs_are_rejected(name, value):
         apply_overrides(preset("tiny"), {name: value})
 
 
+def test_every_share_the_validation_checks_is_a_float_knob():
+    """The 0..1 check names its knobs: a renamed knob must not drop out of it unnoticed."""
+    from dataclasses import fields
+
+    from nsreplay.generator.config import _SHARES, GeneratorConfig
+
+    floats = {k.name for s in fields(GeneratorConfig) if s.type not in ("str", "int")
+              for k in fields(getattr(GeneratorConfig(), s.name)) if k.type == "float"}
+    assert _SHARES <= floats
+
+
 def test_an_integer_knob_keeps_every_digit():
     """Read through a float, 2^62 + 1 would become 2^62 and pass the check that rejects it."""
     assert apply_overrides(preset("tiny"), {"seed": str(2**62 + 1)}).seed == 2**62 + 1
