@@ -141,7 +141,8 @@ def _check_namesrv(task: tuple[str, str, str, int, int, int, int]) -> ModelCheck
         with open(part, "rb") as fh:
             records.extend(pickle.load(fh))
     settings = load_settings()
-    run = NamesrvReplay(namesrv, records, default_profile=settings.replay.default_profile, default_config=settings.replay.default_config)
+    profile, config = settings.replay.defaults_for(namesrv)
+    run = NamesrvReplay(namesrv, records, default_profile=profile, default_config=config)
     del records
     expected: dict[int, Any] = {}
     grid: list[tuple[int, str, int]] = []

@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
+from nsreplay.model.tables import NamesrvConfig
+
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -75,6 +77,16 @@ class ReplayConfig:
     keyframe_every_ticks: int
     write_threads: int
     max_window_days: int
+    #: NameServer address -> ``{"profile": ..., "config": {...}}`` (either key optional): what that
+    #: NameServer runs before its first start record, instead of the defaults above.
+    namesrvs: Mapping[str, Mapping[str, Any]]
+
+    def defaults_for(self, namesrv: str) -> tuple[str, dict[str, Any]]:
+        """(profile, settings) of ``namesrv`` before its first start record in the capture: its own
+        ``profile`` or ``default_profile``; ``default_config`` overlaid key by key with its own
+        ``config``. A start record replaces both from its ``ts`` on (capture-format.md)."""
+        own = self.namesrvs.get(namesrv, {})
+        return own.get("profile", self.default_profile), {**self.default_config, **own.get("config", {})}
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,7 @@ def _validate(settings: Settings) -> None:
             f"[ingest] quarantine_keep_bytes ({settings.ingest.quarantine_keep_bytes}) must not exceed max_line_bytes "
             f"({settings.ingest.max_line_bytes}): no line kept whole is longer, and a line too long keeps its first quarantine_keep_bytes"
         )
+    _validate_namesrv_defaults(settings.replay)
     if settings.replay.default_tick_origin != "first_record":
         raise ConfigError("[replay] default_tick_origin supports only \"first_record\"")
     if settings.replay.keyframe_every_ticks <= 0:
@@ -181,6 +194,35 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[thin_states] checkpoint_hours must be a positive integer")
     if not 0.0 <= settings.quality.max_quarantine_ratio <= 1.0:
         raise ConfigError("[quality] max_quarantine_ratio must be between 0 and 1")
+
+
+def _validate_namesrv_defaults(replay: ReplayConfig) -> None:
+    """``default_config`` and each ``[replay.namesrvs."ADDR"]`` entry: known keys, a known profile,
+    settings the NameServer would accept (checked as a start record's config is)."""
+    if not isinstance(replay.default_config, Mapping):
+        raise ConfigError("[replay] default_config must be a table of NameServer settings")
+    _check_namesrv_config("[replay] default_config", replay.default_config)
+    if not isinstance(replay.namesrvs, Mapping):
+        raise ConfigError('[replay] namesrvs must be a table of NameServer addresses, e.g. [replay.namesrvs."10.0.0.11:9876"]')
+    for namesrv, entry in replay.namesrvs.items():
+        name = f'[replay.namesrvs."{namesrv}"]'
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{name} must be a table with a profile, a config or both")
+        unknown = sorted(set(entry) - {"profile", "config"})
+        if unknown:
+            raise ConfigError(f"{name}: unknown key {unknown[0]!r} (it takes profile and config)")
+        if "profile" in entry and entry["profile"] not in PROFILES:
+            raise ConfigError(f"{name} profile must be one of {', '.join(PROFILES)}, not {entry['profile']!r}")
+        if not isinstance(entry.get("config", {}), Mapping):
+            raise ConfigError(f"{name} config must be a table of NameServer settings")
+        _check_namesrv_config(f"{name} config", replay.defaults_for(namesrv)[1])
+
+
+def _check_namesrv_config(name: str, config: Mapping[str, Any]) -> None:
+    try:  # the model's own check of a start record's config
+        NamesrvConfig.from_mapping(config)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from exc
 
 
 def _layered(env: str | None, conf_dir: Path | None) -> tuple[str, Path, dict[str, Any]]:

@@ -101,11 +101,12 @@ def _register_topic_names() -> Column:
 TopicHolders = Callable[[Mapping[str, frozenset[str]]], Mapping[tuple[str, str], frozenset[str]]]
 
 
-def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders,
+def unit_facts(events: DataFrame, default_profile_of: Callable[[str], str], holders: TopicHolders,
                since: Mapping[str, int] | None = None) -> dict[str, WindowFacts]:
     """What decides each NameServer's replay units, from distinct membership facts (small metadata):
     the (brokerName, address, connection, cluster) of registrations and unregistrations, the
-    brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under. One query:
+    brokerNames named together by REGISTER_TOPIC bodies, and the profiles it ran under (those of its
+    start records and ``default_profile_of(namesrv)``, the one it runs without a start record). One query:
     each record is reduced to the one fact it can carry (or none), and the distinct facts are few.
     ``since`` (NameServer → the ts of its last start in ``events``) also gives the facts of the
     records at or after that start (``WindowFacts.since_start``): only those link groups after it.
@@ -148,7 +149,7 @@ def unit_facts(events: DataFrame, default_profile: str, holders: TopicHolders,
     def facts_of(ns: str, rows: list) -> UnitFacts:
         members: set[Membership] = set()
         groups: set[tuple[str, ...]] = set()
-        profiles = {default_profile}
+        profiles = {default_profile_of(ns)}
         for r in rows:
             if r.version is not None:
                 profiles.add(profile_for_version(r.version))
@@ -293,17 +294,17 @@ def replay_units(
     *,
     origins: Mapping[str, int],
     until: int,
-    default_profile: str,
-    default_config: Mapping[str, object],
+    defaults: Mapping[str, tuple[str, Mapping[str, object]]],
 ) -> DataFrame:
     """Rows of schema UNIT_OUTPUT for every (NameServer, unit), each unit replayed in one task:
     its change rows (``state`` null; ``carried`` true for the rows that opened intervals carried in
     from the previous window), then one row whose ``state`` is the unit's pickled
     :class:`~pipelines.replay.unit_replay.UnitReplay` at ``until``. A unit with a state row resumes
-    from it; a unit without one starts at its NameServer's origin."""
+    from it; a unit without one starts at its NameServer's origin, under the NameServer's
+    ``defaults`` (profile, config) until its first start record."""
     arrow_schema = to_arrow_schema(UNIT_OUTPUT)
     origins = dict(origins)
-    config = dict(default_config)
+    defaults = {ns: (profile, dict(config)) for ns, (profile, config) in defaults.items()}
 
     def replay(table: pa.Table) -> pa.Table:
         steady_archive_imports()
@@ -321,7 +322,8 @@ def replay_units(
             unit_replay = pickle.loads(resumed[STATE_COLUMN][0].as_py())
             out = [{"namesrv": namesrv, "unit": unit, **row} for row in unit_replay.carried()]
         else:
-            unit_replay = UnitReplay(origin=origins[namesrv], default_profile=default_profile, default_config=config)
+            profile, config = defaults[namesrv]
+            unit_replay = UnitReplay(origin=origins[namesrv], default_profile=profile, default_config=config)
             out = []
         # The bodies apart (a few rows carry them), then only the columns a record is built from.
         carriers = records.filter(pc.is_valid(records["topic_configs"])).to_pylist()

@@ -251,13 +251,13 @@ def gold_routes_unchanged(now: Any, before: Any, touched: frozenset[str]) -> boo
 
 def model_steps(records: Iterable[Mapping[str, Any]], until: int, settings: Settings) -> dict[str, list[Step]]:
     """Every step (record applied, scan tick) of every NameServer up to ``until``, with the state after
-    it: ``NamesrvReplay.steps`` over each whole NameServer, with the job's defaults. A NameServer
-    whose first record is after ``until`` has no step and is left out."""
-    steps = {
-        namesrv: list(NamesrvReplay(namesrv, own, default_profile=settings.replay.default_profile,
-                                    default_config=settings.replay.default_config).steps(until))
-        for namesrv, own in sorted(group_by_namesrv(records).items())
-    }
+    it: ``NamesrvReplay.steps`` over each whole NameServer, with the job's defaults for it. A
+    NameServer whose first record is after ``until`` has no step and is left out."""
+    def run(namesrv: str, own: list[Mapping[str, Any]]) -> NamesrvReplay:
+        profile, config = settings.replay.defaults_for(namesrv)
+        return NamesrvReplay(namesrv, own, default_profile=profile, default_config=config)
+
+    steps = {namesrv: list(run(namesrv, own).steps(until)) for namesrv, own in sorted(group_by_namesrv(records).items())}
     return {namesrv: own for namesrv, own in steps.items() if own}
 
 
@@ -331,14 +331,15 @@ def empty_snapshot(profile: str) -> Snapshot:
 # ------------------------------------------------------------------------------ every tick, every instant
 
 
-def compare_every_tick(capture: Path, warehouse_root: str) -> tuple[int, int, list[str]]:
+def compare_every_tick(capture: Path, warehouse_root: str, settings: Settings | None = None) -> tuple[int, int, list[str]]:
     """(states compared, mismatches, first differences) between the model and the published gold: at
     every scan tick the whole snapshot, the settings and every route answer; and every table at every
-    other instant the state can change at (see :func:`compare_instants`)."""
-    settings = load_settings()
+    other instant the state can change at (see :func:`compare_instants`). ``settings``: the job's
+    (by default those of the environment)."""
+    settings = settings or load_settings()
     history = PublishedHistory(warehouse_root)
     covered_to = max(c.to_ts for c in history.coverage())
-    oracle = model_steps(capture_records(capture), covered_to, settings)
+    oracle = model_steps(capture_records(capture, settings), covered_to, settings)
     assert sorted(oracle) == [c.namesrv for c in history.coverage()]
     compared, mismatches, notes = 0, 0, []
     for namesrv, steps in oracle.items():
@@ -679,17 +680,17 @@ def assert_same_rows(expected: Any, published: Any, what: str) -> None:
         ) from None
 
 
-def compare_changes(spark: Any, capture: Path, warehouse_root: str) -> dict[str, Counter[str]]:
+def compare_changes(spark: Any, capture: Path, warehouse_root: str, settings: Settings | None = None) -> dict[str, Counter[str]]:
     """Assert that ``gold.route_changes`` and every interval table equal, whole, the rows the model
     implies (:func:`expected_history`); returns, per table, how many rows of each cause (the start
-    cause for an interval) were compared."""
+    cause for an interval) were compared. ``settings``: the job's (by default the environment's)."""
     from nsreplay.storage import Warehouse
     from published import plain
 
-    settings = load_settings()
+    settings = settings or load_settings()
     history = PublishedHistory(warehouse_root)
     covered_to = max(c.to_ts for c in history.coverage())
-    changes, intervals = expected_history(model_steps(capture_records(capture), covered_to, settings), history.run_id)
+    changes, intervals = expected_history(model_steps(capture_records(capture, settings), covered_to, settings), history.run_id)
     warehouse = Warehouse(warehouse_root, spark, "delta-rs")
     compared = {}
     for spec, rows in ((ROUTE_CHANGES, changes), *((spec, intervals[spec.name]) for spec in INTERVAL_SPECS)):

@@ -3,11 +3,12 @@
 Hypothesis draws a batch of streams; each becomes one NameServer of a single capture (so one Spark
 run checks them all). Small pools of clusters, brokerNames, addresses, ids and connections make
 collisions likely: one address under several brokerNames and ids, brokerNames moving between
-clusters, stale connections, restarts, admin requests (205/327, 216, 217 naming unknown brokers,
-100/102), topics with read != write queues and a topicSysFlag, duplicates (some with their keys
-in another order or a member given as null), records landing exactly on scan ticks, files out of
-order, register bodies in every form, with and without static-topic mappings, some malformed (a
-topicConfigTable key that is not its topic's name, a compressed body without its mapping section).
+clusters, stale connections, restarts (some as the other version), admin requests (205/327, 216,
+217 naming unknown brokers, 100/102), topics with read != write queues and a topicSysFlag,
+duplicates (some with their keys in another order or a member given as null), records landing
+exactly on scan ticks, files out of order, register bodies in every form, with and without
+static-topic mappings, some malformed (a topicConfigTable key that is not its topic's name, a
+compressed body without its mapping section).
 Every tick and every record's instant of every stream must match the reference model, and so must
 the change log, the intervals' causes and the keyframes.
 """
@@ -118,6 +119,8 @@ def stream(draw, index: int) -> list[dict]:
             else:
                 records.append(request(t, 102, {"namespace": "ORDER_TOPIC_CONFIG", "key": rng.choice(TOPICS)}, namesrv=ns))
         else:
+            if rng.random() < 0.3:
+                five = not five  # the NameServer comes back as the other version: an upgrade or a downgrade
             records.append(namesrv_start(t, "5.3.3" if five else "4.9.4", config, namesrv=ns))
     for seq, record in enumerate(records):
         record["seq"] = seq

@@ -64,7 +64,8 @@ def test_every_view_at_many_instants_holds_the_models_state(spark, published) ->
         instants += [(cov.namesrv, t) for t in sorted(spread | at_records) if cov.from_ts <= t <= cov.to_ts]
     want: dict[str, list[tuple]] = {view: [] for view in VIEW_COLUMNS}
     for ns, t in instants:
-        snap = state_at(records, ns, t, default_profile=settings.replay.default_profile, default_config=settings.replay.default_config)
+        profile, config = settings.replay.defaults_for(ns)
+        snap = state_at(records, ns, t, default_profile=profile, default_config=config)
         for view, rows in view_rows(snap).items():
             want[view] += [(ns, t) + row for row in rows]
     spark.createDataFrame(instants, "namesrv string, t long").createOrReplaceTempView("instants")

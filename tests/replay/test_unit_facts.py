@@ -65,7 +65,7 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
     )
     whole_b = UnitFacts(frozenset(), frozenset(), frozenset({"rocketmq-4.9"}))
 
-    assert unit_facts(events, "rocketmq-4.9", holders) == {A: WindowFacts(whole_a), B: WindowFacts(whole_b)}
+    assert unit_facts(events, lambda ns: "rocketmq-4.9", holders) == {A: WindowFacts(whole_a), B: WindowFacts(whole_b)}
     assert asked == [{A: frozenset({"t"})}]  # once, for the topics REGISTER_TOPICs of several entries name
 
     # with A's last start at 10: the facts from 10 on too (a start at 10 runs 5.x, with the default)
@@ -74,7 +74,7 @@ def test_unit_facts_collects_memberships_topic_groups_and_profiles(spark) -> Non
         frozenset({("b2", "b1", "b4")}),
         frozenset({"rocketmq-4.9", "rocketmq-5"}),
     )
-    assert unit_facts(events, "rocketmq-4.9", holders, {A: 10}) == {A: WindowFacts(whole_a, since_start), B: WindowFacts(whole_b)}
+    assert unit_facts(events, lambda ns: "rocketmq-4.9", holders, {A: 10}) == {A: WindowFacts(whole_a, since_start), B: WindowFacts(whole_b)}
 
 
 def _body(body_id: str, *topics: str, keys: list[str] | None = None) -> dict[str, Any]:
