@@ -166,6 +166,8 @@ class RebuildBench:
     cpu_seconds: float | None = None  # the same over ingest + replay and publish
     grid_ticks: int = 0  # scan ticks of the published grid compared with the model's (every one)
     grid_mismatched_ticks: int = 0
+    route_answers: int = 0  # captured GET_ROUTEINFO_BY_TOPIC answers the run checked (gold.route_fidelity)
+    route_answers_mismatched: int = 0
 
     @property
     def end_to_end_seconds(self) -> float:
@@ -202,6 +204,8 @@ class RebuildBench:
                 f"reference model check: {self.sampled_ticks} sampled ticks, {self.mismatched_ticks} mismatches; scan-tick grid: "
                 f"{self.grid_ticks} ticks, {self.grid_mismatched_ticks} mismatches ({self.oracle_seconds:.0f} s, not part of end to end)"
                 if self.sampled_ticks else "reference model check: skipped (--samples 0)",
+                f"ground truth: {self.route_answers} captured route answers, {self.route_answers_mismatched} differ from the rebuild "
+                "(gold.route_fidelity)" if self.route_answers else "ground truth: the capture holds no route answer to compare",
                 f"peak RSS: driver python {self.driver_python_peak_mb:.0f} MB, driver JVM {self.driver_jvm_peak_mb or 0:.0f} MB",
                 *self._cpu_line(),
                 *(["driver JVM CPU by thread (/proc; in local mode the tasks' JVM side is in it, their Python workers are not):"]
@@ -283,6 +287,7 @@ def bench_rebuild(
         driver_jvm_peak_mb=jvm_peak, stages={**{f"ingest: {k}": v for k, v in ingested.stages.items()}, **{f"replay: {k}": v for k, v in replay.stages.items()}},
         profile=profile, jvm_cpu=jvm_cpu, floor_cpu_seconds=floor_cpu, cpu_seconds=run_cpu,
         grid_ticks=checked.ticks, grid_mismatched_ticks=checked.grid_mismatched,
+        route_answers=replay.fidelity["matched"] + replay.fidelity["mismatched"], route_answers_mismatched=replay.fidelity["mismatched"],
     )
 
 

@@ -1,6 +1,7 @@
 """``bench_rebuild`` end to end on the tiny preset, in the test session's Spark: the sampled ticks
-match the reference model, the JVM's CPU is read around each timed phase, and the CPU of the whole
-process tree (driver, JVM, Python workers) around the floor and the run."""
+match the reference model and the captured route answers match the rebuild, the JVM's CPU is read
+around each timed phase, and the CPU of the whole process tree (driver, JVM, Python workers) around
+the floor and the run."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ def test_bench_rebuild_on_the_tiny_preset(spark, tmp_path: Path) -> None:
     bench = bench_rebuild(str(tmp_path / "captures"), warehouse=str(tmp_path / "warehouse"), samples=12)
     assert (bench.sampled_ticks, bench.mismatched_ticks, bench.grid_mismatched_ticks) == (12, 0, 0)
     assert bench.grid_ticks > 12  # every tick of the grid, not the sample
+    # the tiny preset captures route answers (an independent path of the generator): all match
+    assert bench.route_answers > 0 and bench.route_answers_mismatched == 0
     assert list(bench.jvm_cpu) == ["ingest", "replay and publish"]
     for phase, kinds in bench.jvm_cpu.items():
         assert set(kinds) == set(KINDS), phase

@@ -27,10 +27,14 @@ def test_rebuild_report_with_and_without_a_profile() -> None:
     profiled = RebuildBench(**values, profile="task seconds by phase: ...").report()
     assert "ratio end-to-end / floor: 2.50 (goal <= 2.5)" in plain
     assert "reference model check: 1000 sampled ticks, 0 mismatches" in plain
+    assert "ground truth: the capture holds no route answer to compare" in plain.splitlines()
+    checked = RebuildBench(**values, route_answers=40, route_answers_mismatched=3).report()
+    assert "ground truth: 40 captured route answers, 3 differ from the rebuild (gold.route_fidelity)" in checked.splitlines()
+    assert (_json(checked)["route_answers"], _json(checked)["route_answers_mismatched"]) == (40, 3)
     assert "task seconds by phase" not in plain
     assert profiled.splitlines() == plain.splitlines()[:-1] + ["task seconds by phase: ...", plain.splitlines()[-1]]
     assert _json(plain) == _json(profiled) == {**values, "jvm_cpu": {}, "ratio": 2.5, "floor_cpu_seconds": None, "cpu_seconds": None, "cpu_ratio": None,
-                                               "grid_ticks": 0, "grid_mismatched_ticks": 0}
+                                               "grid_ticks": 0, "grid_mismatched_ticks": 0, "route_answers": 0, "route_answers_mismatched": 0}
     assert not any(line.startswith("CPU (") for line in plain.splitlines())
 
 
