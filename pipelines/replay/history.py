@@ -7,7 +7,7 @@ from its (small) list of start records.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -38,7 +38,7 @@ class Epoch:
 
 
 def epochs(starts: Mapping[str, list[tuple[int, str, Mapping[str, object]]]], origins: Mapping[str, int], until: int | Mapping[str, int],
-           defaults: Callable[[str], tuple[str, Mapping[str, object]]]) -> list[Epoch]:
+           defaults: Mapping[str, tuple[str, Mapping[str, object]]]) -> list[Epoch]:
     """Tick epochs of every NameServer. ``starts``: per NameServer, its (ts, rocketmq_version, config)
     start records in order; without one at its first record, its ``defaults`` (profile, config) run
     from its origin. ``until``: the end of the covered range (one for all, or per NameServer); the
@@ -49,7 +49,7 @@ def epochs(starts: Mapping[str, list[tuple[int, str, Mapping[str, object]]]], or
         runs_until = [s for s in starts.get(namesrv, []) if s[0] <= end_of_range]
         runs = [(ts, profile_for_version(v), c) for ts, v, c in sorted(runs_until, key=lambda s: s[0])]
         if not runs or runs[0][0] > origin:
-            runs.insert(0, (origin, *defaults(namesrv)))
+            runs.insert(0, (origin, *defaults[namesrv]))
         for i, (ts, profile, config) in enumerate(runs):
             end = runs[i + 1][0] if i + 1 < len(runs) else end_of_range + 1
             grid = NameServer(profile, config, ts)

@@ -482,12 +482,12 @@ def replay_window(
     if after is not None and published is not None and TOPIC_QUEUE_INTERVALS.name in published.versions:
         held = queue_holders_at(warehouse.read(TOPIC_QUEUE_INTERVALS, version=published.versions[TOPIC_QUEUE_INTERVALS.name],
                                                where=ColumnRange("valid_to", above=after, or_null=True)), after)
-    new_facts = unit_facts(changing_window, lambda ns: cfg.defaults_for(ns)[0],
+    # each NameServer's profile and settings before its first start record (conf)
+    defaults = {ns: cfg.defaults_for(ns) for ns in origins}
+    new_facts = unit_facts(changing_window, lambda ns: defaults[ns][0],
                            lambda topics: topic_holders(window_events, warehouse.read(TOPIC_CONFIGS), topics, held), window_starts)
-    def idle(ns: str) -> WindowFacts:  # a NameServer without a route-changing record in the window
-        return WindowFacts(UnitFacts(profiles=frozenset({cfg.defaults_for(ns)[0]})))
-
-    facts = {ns: CarriedFacts.after(previous_facts.get(ns), new_facts[ns] if ns in new_facts else idle(ns)) for ns in origins}
+    idle = {ns: WindowFacts(UnitFacts(profiles=frozenset({profile}))) for ns, (profile, _) in defaults.items()}  # no route-changing record
+    facts = {ns: CarriedFacts.after(previous_facts.get(ns), new_facts.get(ns, idle[ns])) for ns in origins}
     maps: dict[str, UnitMap] = {ns: f.assigned.assign() for ns, f in facts.items()}
     again: dict[str, list[str]] = {}  # NameServer -> its units replayed again (they join units of before, or a start split theirs)
     sources: list[tuple[str, str, str]] = []  # (namesrv, unit, unit whose state it resumes from)
@@ -506,7 +506,7 @@ def replay_window(
             carried.select("namesrv", F.col("unit").alias("source"), F.col("state").alias(STATE_COLUMN)), ["namesrv", "source"]
         ).select("namesrv", "unit", STATE_COLUMN)
 
-    grid = epochs(starts, origins, end_of_range, cfg.defaults_for)
+    grid = epochs(starts, origins, end_of_range, defaults)
     epoch_df = epochs_frame(spark, grid).persist()
 
     # A unit replayed again starts from nothing at its NameServer's origin and takes the records
@@ -525,7 +525,7 @@ def replay_window(
     routed = with_first_bodies(routed, warehouse.read(TOPIC_CONFIGS))
     restarts = restart_ranks(records, [(ns, ts) for ns, runs in starts.items() for ts, *_ in runs])
     output = replay_units(
-        with_states(routed, resume), origins=origins, until=until, defaults={ns: cfg.defaults_for(ns) for ns in origins}
+        with_states(routed, resume), origins=origins, until=until, defaults=defaults
     ).persist(StorageLevel.MEMORY_AND_DISK)
     changes = output.where(F.col("state").isNull()).drop("state")
     # Open intervals in files of their own (the next window rewrites only those files): the interval
