@@ -43,18 +43,43 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821 - imported lazily: pure-P
 
 @pytest.fixture(scope="session")
 def demo_published(spark, tmp_path_factory) -> tuple[Path, str]:
-    """(capture dir, warehouse root) of the clean demo preset, published once per test run.
+    """(capture dir, warehouse root) of the clean demo preset, published once per test run (one build
+    for all xdist workers: ``published.built_once``).
 
     Read-only for tests: anything that re-runs a job on it must build its own warehouse."""
-    from published import build_published, clean_preset
+    from published import build_published, built_once, clean_preset
 
-    return build_published(spark, tmp_path_factory, clean_preset("demo"), "demo")
+    capture, root = built_once(
+        tmp_path_factory, "demo-published", lambda d: [str(p) for p in build_published(spark, tmp_path_factory, clean_preset("demo"), "demo", d)]
+    )
+    return Path(capture), root
+
+
+@pytest.fixture(scope="session")
+def tiny_published(spark, tmp_path_factory) -> tuple[Path, str]:
+    """(capture dir, warehouse root) of the clean tiny preset, published once per test run.
+
+    Read-only for tests: a test that writes to it works on ``published.own_copy``."""
+    from published import build_published, built_once, clean_preset
+
+    capture, root = built_once(
+        tmp_path_factory, "tiny-published", lambda d: [str(p) for p in build_published(spark, tmp_path_factory, clean_preset("tiny"), "tiny", d)]
+    )
+    return Path(capture), root
 
 
 @pytest.fixture(scope="session")
 def windowed(spark, tmp_path_factory) -> tuple[str, list[int]]:
     """A tiny capture replayed and published in three windows, its last part left for a fourth:
-    (warehouse root, the four window ends). Read-only for tests: copy it to change it."""
+    (warehouse root, the four window ends), built once per test run. Read-only for tests: copy it to
+    change it."""
+    from published import built_once
+
+    root, ends = built_once(tmp_path_factory, "windowed", lambda d: _build_windowed(spark, d))
+    return root, ends
+
+
+def _build_windowed(spark, directory: Path) -> list:
     from nsreplay.config import load_settings
     from nsreplay.generator import generate
     from nsreplay.storage import Warehouse
@@ -63,10 +88,11 @@ def windowed(spark, tmp_path_factory) -> tuple[str, list[int]]:
     from published import clean_preset
     from schemas.silver import EVENTS
 
-    capture = tmp_path_factory.mktemp("windowed-capture")
+    capture, root = directory / "capture", directory / "wh"
+    capture.mkdir()
+    root.mkdir()
     generate(clean_preset("tiny"), capture, workers=1)
-    root = str(tmp_path_factory.mktemp("windowed-wh"))
-    warehouse = Warehouse(root, spark, "delta-rs")
+    warehouse = Warehouse(str(root), spark, "delta-rs")
     run_ingest(spark, warehouse, load_settings(), str(capture), "windowed-ingest")
     low, high = warehouse.column_bounds(EVENTS, "ts")[None]
     ends = [low + (high - low) * k // 4 for k in (1, 2, 3)] + [high]
@@ -74,4 +100,4 @@ def windowed(spark, tmp_path_factory) -> tuple[str, list[int]]:
     for i, end in enumerate(ends[:3]):
         run_replay(spark, warehouse, load_settings(), f"w{i}", window_from=after, window_to=end)
         after = end
-    return root, ends
+    return [str(root), ends]

@@ -3,11 +3,42 @@ shared by the test suites that read published history."""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import shutil
 from pathlib import Path
+from typing import Any, Callable
 
 
-def build_published(spark, tmp_path_factory, config, name: str) -> tuple[Path, str]:
-    """Generate ``config`` into a fresh directory, ingest, replay and publish it into a fresh warehouse.
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Any]) -> Any:
+    """``build(directory)``'s result, built once per test run, for session fixtures that tests only read.
+
+    Under pytest-xdist each worker process has its own session, so a session fixture would be built
+    once per worker. Here the first worker to ask builds it in the run's directory common to the
+    workers, holding a lock; the others wait for the lock and take the result it left (JSON). A build
+    that fails leaves no result: the next worker to ask builds it again (and fails on its own).
+    Without xdist, ``build`` runs in a fresh directory of this session."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build(tmp_path_factory.mktemp(name))
+    common = tmp_path_factory.getbasetemp().parent  # this run's directory, parent of each worker's own
+    with open(common / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = common / f"{name}.json"
+        if done.exists():
+            return json.loads(done.read_text())
+        directory = common / name
+        if directory.exists():  # a failed build's leftovers
+            shutil.rmtree(directory)
+        directory.mkdir()
+        result = build(directory)
+        done.write_text(json.dumps(result))
+        return json.loads(done.read_text())  # the same form whichever worker built it
+
+
+def build_published(spark, tmp_path_factory, config, name: str, directory: Path | None = None) -> tuple[Path, str]:
+    """Generate ``config`` into a fresh directory, ingest, replay and publish it into a fresh warehouse
+    (both under ``directory`` when given, else fresh directories of ``tmp_path_factory``).
 
     Returns (capture dir, warehouse root)."""
     from nsreplay.config import load_settings
@@ -16,14 +47,27 @@ def build_published(spark, tmp_path_factory, config, name: str) -> tuple[Path, s
     from pipelines.ingest.run import run_ingest
     from pipelines.replay.run import run_replay
 
-    capture = tmp_path_factory.mktemp(f"{name}-capture")
+    if directory is None:
+        capture, root = tmp_path_factory.mktemp(f"{name}-capture"), str(tmp_path_factory.mktemp(f"{name}-wh"))
+    else:
+        capture, root = directory / "capture", str(directory / "wh")
+        capture.mkdir()
+        Path(root).mkdir()
     generate(config, capture, workers=1)
-    root = str(tmp_path_factory.mktemp(f"{name}-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     settings = load_settings()
     run_ingest(spark, warehouse, settings, str(capture), f"{name}-ingest")
     run_replay(spark, warehouse, settings, f"{name}-replay")
     return capture, root
+
+
+def own_copy(published: tuple[Path, str], directory: Path) -> tuple[Path, str]:
+    """(capture dir, a copy of the warehouse in ``directory``/wh) of a shared published warehouse, for
+    tests that write to it. Delta tables keep relative paths: the copy is the same warehouse."""
+    capture, root = published
+    copy = directory / "wh"
+    shutil.copytree(root, copy)
+    return capture, str(copy)
 
 
 def clean_preset(name: str):

@@ -22,7 +22,7 @@ from typing import get_args
 
 import pytest
 
-from published import build_published, clean_preset
+from published import own_copy
 from differential import INTERVAL_SPECS, compare_changes, compare_every_tick, compare_keyframes, gold_snapshots
 from nsreplay.config import load_settings
 from nsreplay.history import OutsideCoverageError, PublishedHistory
@@ -33,8 +33,8 @@ from schemas.gold import BROKER_ADDR_INTERVALS, ROUTE_CHANGES
 
 
 @pytest.fixture(scope="module")
-def tiny(spark, tmp_path_factory):
-    return build_published(spark, tmp_path_factory, clean_preset("tiny"), "tiny")
+def tiny(tiny_published, tmp_path_factory):
+    return own_copy(tiny_published, tmp_path_factory.mktemp("tiny"))  # a test below publishes again
 
 
 @pytest.fixture(scope="module")

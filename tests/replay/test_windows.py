@@ -25,7 +25,6 @@ from pyspark.sql import functions as F
 
 from nsreplay import cli, runtime
 from nsreplay.config import load_settings
-from nsreplay.generator import generate
 from nsreplay.history import PublishedHistory
 from nsreplay.state_thinning import Policy, thin_states
 from nsreplay.runtime import format_ms
@@ -33,7 +32,7 @@ from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import MissingPredecessorError, RunIdSpentError, latest_publish, replay_window, run_backfill, run_replay
 from pipelines.replay.stale import open_stale
-from published import assert_same_history, clean_preset, plain
+from published import assert_same_history, plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES, STALE_WINDOWS
 from schemas.silver import EVENTS, QUALITY_RESULTS
 
@@ -49,16 +48,29 @@ def replay_windows(spark, warehouse: Warehouse, cuts: list[int], prefix: str, st
 
 
 @pytest.fixture(scope="module")
-def capture(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("windows-capture")
-    generate(clean_preset("tiny"), out, workers=1)
-    return out
+def capture(tiny_published) -> Path:
+    """The clean tiny capture (read-only: tests write what they derive from it elsewhere)."""
+    return tiny_published[0]
 
 
 @pytest.fixture(scope="module")
-def full(spark, capture, tmp_path_factory) -> Warehouse:
-    warehouse = Warehouse(str(tmp_path_factory.mktemp("windows-full")), spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(capture), "full-ingest")
+def ingested(spark, capture, tmp_path_factory) -> Path:
+    """The root of a warehouse that ingested the capture and replayed nothing. Tests replay into their
+    own copy (:func:`ingested_copy`): ingesting once is enough, the ingest is not what they test."""
+    root = tmp_path_factory.mktemp("windows-ingested") / "wh"
+    run_ingest(spark, Warehouse(str(root), spark, "delta-rs"), load_settings(), str(capture), "capture-ingest")
+    return root
+
+
+def ingested_copy(spark, ingested: Path, directory: Path) -> Warehouse:
+    """A copy of the ``ingested`` warehouse (Delta tables keep relative paths: the same warehouse)."""
+    shutil.copytree(ingested, directory / "wh")
+    return Warehouse(str(directory / "wh"), spark, "delta-rs")
+
+
+@pytest.fixture(scope="module")
+def full(spark, ingested, tmp_path_factory) -> Warehouse:
+    warehouse = ingested_copy(spark, ingested, tmp_path_factory.mktemp("windows-full"))
     run_replay(spark, warehouse, load_settings(), "full")
     return warehouse
 
@@ -79,11 +91,10 @@ def cuts(full) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def irregular(spark, capture, cuts, tmp_path_factory) -> Warehouse:
+def irregular(spark, ingested, cuts, tmp_path_factory) -> Warehouse:
     """Windows ending exactly at a restart, one ms before an expiry tick, inside a partition's
     expiry wait, and at the end."""
-    warehouse = Warehouse(str(tmp_path_factory.mktemp("windows-irregular")), spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(capture), "irregular-ingest")
+    warehouse = ingested_copy(spark, ingested, tmp_path_factory.mktemp("windows-irregular"))
     replay_windows(spark, warehouse, sorted({cuts["restart"], cuts["before_expiry"], cuts["inside_expiry"]}) + [cuts["end"]], "irregular")
     return warehouse
 
@@ -131,16 +142,15 @@ def test_the_shim_answers_a_history_of_windows_from_the_files_an_instant_needs(f
     assert pruned > 0 and compared > 0
 
 
-def test_ten_minute_windows_equal_one_run(spark, capture, full, cuts, tmp_path) -> None:
-    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(capture), "ten-ingest")
+def test_ten_minute_windows_equal_one_run(spark, ingested, full, cuts, tmp_path) -> None:
+    warehouse = ingested_copy(spark, ingested, tmp_path)
     steps = list(range(cuts["first"] + 600_000, cuts["end"], 600_000)) + [cuts["end"]]
     assert len(steps) == 2
     replay_windows(spark, warehouse, steps, "ten")
     assert_same_history(full, warehouse)
 
 
-def test_a_window_reads_only_the_events_after_its_start_even_after_an_older_predecessor(spark, capture, full, cuts, tmp_path, monkeypatch) -> None:
+def test_a_window_reads_only_the_events_after_its_start_even_after_an_older_predecessor(spark, ingested, full, cuts, tmp_path, monkeypatch) -> None:
     """A window with a published predecessor reads silver.events from its start on only: each
     NameServer's first and last record come from the files' statistics, its start records before the
     window from the state the predecessor left (``~starts``). A predecessor written before that state
@@ -148,8 +158,7 @@ def test_a_window_reads_only_the_events_after_its_start_even_after_an_older_pred
     is the same history."""
     import pipelines.replay.run as replay_run
 
-    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(capture), "reads-ingest")
+    warehouse = ingested_copy(spark, ingested, tmp_path)
     keep_all = replay_run._bookkeeping_states
     monkeypatch.setattr(replay_run, "_bookkeeping_states", lambda *a: [r for r in keep_all(*a) if r[2] != replay_run.STARTS_UNIT])
     run_replay(spark, warehouse, load_settings(), "reads-0", window_to=cuts["restart"])
@@ -203,13 +212,12 @@ def test_a_window_without_its_predecessor_fails_clearly(spark, full, irregular, 
     assert_same_history(full, irregular)
 
 
-def test_the_first_window_of_a_warehouse_replays_from_the_first_record(spark, capture, full, cuts, tmp_path) -> None:
+def test_the_first_window_of_a_warehouse_replays_from_the_first_record(spark, ingested, full, cuts, tmp_path) -> None:
     """``--from`` on a warehouse with nothing published, with records before it (an incident window
     rebuilt from a longer capture): nothing to resume from and no predecessor to miss, so the run
     replays from the first record, the only way to the exact state at ``--from``, and publishes
     what one run over the same records publishes."""
-    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
-    run_ingest(spark, warehouse, load_settings(), str(capture), "first-ingest")
+    warehouse = ingested_copy(spark, ingested, tmp_path)
     assert cuts["first"] < cuts["before_expiry"] < cuts["end"]
     result = run_replay(spark, warehouse, load_settings(), "first", window_from=cuts["before_expiry"], window_to=cuts["end"])
     assert result.resumed_from is None

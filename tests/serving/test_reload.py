@@ -15,10 +15,10 @@ from nsreplay.serving.source import HistorySource
 
 
 @pytest.fixture(scope="module")
-def tiny_root(spark, tmp_path_factory) -> str:
-    from published import build_published, clean_preset
+def tiny_root(tiny_published, tmp_path_factory) -> str:
+    from published import own_copy
 
-    return build_published(spark, tmp_path_factory, clean_preset("tiny"), "tiny-serve")[1]
+    return own_copy(tiny_published, tmp_path_factory.mktemp("tiny-serve"))[1]  # the test publishes into it
 
 
 class Client(threading.Thread):
