@@ -375,12 +375,73 @@ def _bench(hours: float, name: str) -> GeneratorConfig:
     )
 
 
-#: Named presets (see design.md, "Performance", for bench-day).
+def _stress_mixed() -> GeneratorConfig:
+    """Two hours of the tiny fleet made heavy in incidents, for correctness runs rather than speed:
+    three NameServers (4.9, and two 5.x: one with acting master and order messages, one deleting a
+    topic's routes with its registration), a 3 s scan, acting-master and extra-slave groups, every
+    kind of incident several times, and a captured answer to every route query (the ground truth of
+    ``gold.route_fidelity``)."""
+    tiny = _tiny()
+    return replace(
+        tiny,
+        preset="stress-mixed",
+        seed=101,
+        topology=replace(
+            tiny.topology,
+            namesrvs=3,
+            namesrv_versions=("4.9.4", "5.3.3", "5.3.3"),
+            namesrv_scan_interval_ms=3000,
+            namesrv_config_overrides={"1": {"supportActingMaster": True, "orderMessageEnable": True},
+                                      "2": {"deleteTopicWithBrokerRegistration": True}},
+            groups=5,
+            groups_with_extra_slave=1,
+            acting_master_groups=2,
+            v5_group_fraction=0.6,
+        ),
+        timing=replace(tiny.timing, hours=2.0),
+        incidents=replace(
+            tiny.incidents, crashes=5, graceful_shutdowns=3, promotions=3, namesrv_restarts=3, partitions=3, topic_creates=4,
+            topic_updates=4, topic_deletes=4, perm_wipes=3, kv_puts=3, kv_deletes=2,
+        ),
+        traffic=replace(tiny.traffic, response_fraction=1.0),
+    )
+
+
+def _stress_fast_expiry() -> GeneratorConfig:
+    """Two hours of two 5.x NameServers with acting master scanning every second, and brokers whose
+    heartbeats time out after 3 s (every 5.x broker sends its timeout) while GC pauses of up to 6 s
+    stall them: expiries, acting masters and their returns all the time."""
+    tiny = _tiny()
+    return replace(
+        tiny,
+        preset="stress-fast-expiry",
+        seed=201,
+        topology=replace(
+            tiny.topology,
+            namesrv_versions=("5.3.3",),
+            namesrv_scan_interval_ms=1000,
+            namesrv_config={"supportActingMaster": True},
+            groups=4,
+            v5_group_fraction=1.0,
+            acting_master_groups=3,
+            broker_not_active_timeout_ms=3000,
+            heartbeat_interval_ms=1000,
+            v5_always_send_heartbeat_timeout=True,
+        ),
+        timing=replace(tiny.timing, hours=2.0, gc_pause_probability=0.1, gc_pause_max_ms=6000),
+        incidents=replace(tiny.incidents, crashes=4, promotions=3, partitions=3, perm_wipes=3),
+        traffic=replace(tiny.traffic, response_fraction=1.0),
+    )
+
+
+#: Named presets (see design.md, "Performance", for bench-day; the stress ones are for correctness runs, README).
 PRESETS: dict[str, GeneratorConfig] = {
     "tiny": _tiny(),
     "demo": _demo(),
     "bench-day": _bench(24.0, "bench-day"),
     "bench-hour": _bench(1.0, "bench-hour"),
+    "stress-mixed": _stress_mixed(),
+    "stress-fast-expiry": _stress_fast_expiry(),
 }
 
 

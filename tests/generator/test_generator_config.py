@@ -68,7 +68,7 @@ def test_every_knob_is_listed_and_settable():
 
 
 def test_presets_plan_their_workloads():
-    assert set(PRESETS) == {"tiny", "demo", "bench-day", "bench-hour"}
+    assert set(PRESETS) == {"tiny", "demo", "bench-day", "bench-hour", "stress-mixed", "stress-fast-expiry"}
     demo = build_plan(preset("demo"))
     kinds = Counter(i["kind"] for i in demo.scenario.describe(demo.world))
     assert set(kinds) == INCIDENT_KINDS, "demo has every incident kind"
@@ -84,6 +84,19 @@ def test_presets_plan_their_workloads():
     hour = build_plan(preset("bench-hour"))
     per_master = [len(g.initial_topics) for g in hour.world.groups]
     assert 200 <= sum(per_master) / len(per_master) <= 300, "a master reports ~250 topics"
+
+
+def test_the_stress_presets_plan_many_incidents_and_answer_every_route_query():
+    mixed = build_plan(preset("stress-mixed"))
+    kinds = Counter(i["kind"] for i in mixed.scenario.describe(mixed.world))
+    assert set(kinds) == INCIDENT_KINDS and min(kinds.values()) >= 2 and kinds["crash"] >= 5
+    assert [n.rocketmq_version for n in mixed.world.namesrvs] == ["4.9.4", "5.3.3", "5.3.3"]
+    assert mixed.world.namesrvs[1].config["orderMessageEnable"] and mixed.world.namesrvs[2].config["deleteTopicWithBrokerRegistration"]
+    fast = build_plan(preset("stress-fast-expiry"))
+    assert {n.rocketmq_version for n in fast.world.namesrvs} == {"5.3.3"} and all(n.config["supportActingMaster"] for n in fast.world.namesrvs)
+    assert fast.world.namesrvs[0].config["scanNotActiveBrokerInterval"] == 1000
+    for name in ("stress-mixed", "stress-fast-expiry"):
+        assert (preset(name).traffic.response_fraction, preset(name).timing.hours) == (1.0, 2.0)
 
 
 def test_cli_generates_and_prints_a_summary(tmp_path, capsys):
