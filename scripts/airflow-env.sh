@@ -30,6 +30,14 @@ case "$pyver" in
   *) die "$PYTHON is Python $pyver; the pinned Airflow set needs 3.10-3.12 (set NSREPLAY_AIRFLOW_PYTHON)" ;;
 esac
 
+# One build at a time: processes that ask at once (the test suite's two workers, two shells) wait
+# for the first one's build and then find it done, instead of installing into the same venv
+# together. The lock is released before the command runs.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$AIRFLOW_VENV.lock"
+  flock 9
+fi
+
 want="$( (cat "$REQUIREMENTS"; echo "python $pyver") | sha256sum | cut -c1-16)"
 have=""
 [ -f "$AIRFLOW_VENV/.nsreplay-airflow-stamp" ] && have="$(cat "$AIRFLOW_VENV/.nsreplay-airflow-stamp")"
@@ -49,6 +57,7 @@ if [ "$want" != "$have" ] || [ ! -x "$AIRFLOW_VENV/bin/airflow" ]; then
     || die "$AIRFLOW_VENV has inconsistent dependencies (pip check); regenerate conf/airflow/requirements.txt"
   echo "$want" > "$AIRFLOW_VENV/.nsreplay-airflow-stamp"
 fi
+exec 9>&-  # the lock (when taken): a long-running command must not hold it
 
 [ "$#" -eq 0 ] && exit 0
 
