@@ -47,12 +47,7 @@ def demo_published(spark, tmp_path_factory) -> tuple[Path, str]:
     for all xdist workers: ``published.built_once``).
 
     Read-only for tests: anything that re-runs a job on it must build its own warehouse."""
-    from published import build_published, built_once, clean_preset
-
-    capture, root = built_once(
-        tmp_path_factory, "demo-published", lambda d: [str(p) for p in build_published(spark, tmp_path_factory, clean_preset("demo"), "demo", d)]
-    )
-    return Path(capture), root
+    return _published_once(spark, tmp_path_factory, "demo")
 
 
 @pytest.fixture(scope="session")
@@ -60,11 +55,18 @@ def tiny_published(spark, tmp_path_factory) -> tuple[Path, str]:
     """(capture dir, warehouse root) of the clean tiny preset, published once per test run.
 
     Read-only for tests: a test that writes to it works on ``published.own_copy``."""
+    return _published_once(spark, tmp_path_factory, "tiny")
+
+
+def _published_once(spark, tmp_path_factory, preset_name: str) -> tuple[Path, str]:
+    """(capture dir, warehouse root) of the clean ``preset_name`` preset published through the real
+    pipeline, built once per test run (``published.built_once``)."""
     from published import build_published, built_once, clean_preset
 
-    capture, root = built_once(
-        tmp_path_factory, "tiny-published", lambda d: [str(p) for p in build_published(spark, tmp_path_factory, clean_preset("tiny"), "tiny", d)]
-    )
+    def build(directory: Path) -> list[str]:
+        return [str(p) for p in build_published(spark, tmp_path_factory, clean_preset(preset_name), preset_name, directory)]
+
+    capture, root = built_once(tmp_path_factory, f"{preset_name}-published", build)
     return Path(capture), root
 
 

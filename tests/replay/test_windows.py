@@ -56,21 +56,22 @@ def capture(tiny_published) -> Path:
 @pytest.fixture(scope="module")
 def ingested(spark, capture, tmp_path_factory) -> Path:
     """The root of a warehouse that ingested the capture and replayed nothing. Tests replay into their
-    own copy (:func:`ingested_copy`): ingesting once is enough, the ingest is not what they test."""
+    own copy (:func:`warehouse_copy`): ingesting once is enough, the ingest is not what they test."""
     root = tmp_path_factory.mktemp("windows-ingested") / "wh"
     run_ingest(spark, Warehouse(str(root), spark, "delta-rs"), load_settings(), str(capture), "capture-ingest")
     return root
 
 
-def ingested_copy(spark, ingested: Path, directory: Path) -> Warehouse:
-    """A copy of the ``ingested`` warehouse (Delta tables keep relative paths: the same warehouse)."""
-    shutil.copytree(ingested, directory / "wh")
+def warehouse_copy(spark, root: Path, directory: Path) -> Warehouse:
+    """A copy of the warehouse at ``root`` in ``directory``/wh (Delta tables keep relative paths, so a
+    copied directory is the same warehouse)."""
+    shutil.copytree(root, directory / "wh")
     return Warehouse(str(directory / "wh"), spark, "delta-rs")
 
 
 @pytest.fixture(scope="module")
 def full(spark, ingested, tmp_path_factory) -> Warehouse:
-    warehouse = ingested_copy(spark, ingested, tmp_path_factory.mktemp("windows-full"))
+    warehouse = warehouse_copy(spark, ingested, tmp_path_factory.mktemp("windows-full"))
     run_replay(spark, warehouse, load_settings(), "full")
     return warehouse
 
@@ -94,7 +95,7 @@ def cuts(full) -> dict[str, int]:
 def irregular(spark, ingested, cuts, tmp_path_factory) -> Warehouse:
     """Windows ending exactly at a restart, one ms before an expiry tick, inside a partition's
     expiry wait, and at the end."""
-    warehouse = ingested_copy(spark, ingested, tmp_path_factory.mktemp("windows-irregular"))
+    warehouse = warehouse_copy(spark, ingested, tmp_path_factory.mktemp("windows-irregular"))
     replay_windows(spark, warehouse, sorted({cuts["restart"], cuts["before_expiry"], cuts["inside_expiry"]}) + [cuts["end"]], "irregular")
     return warehouse
 
@@ -143,7 +144,7 @@ def test_the_shim_answers_a_history_of_windows_from_the_files_an_instant_needs(f
 
 
 def test_ten_minute_windows_equal_one_run(spark, ingested, full, cuts, tmp_path) -> None:
-    warehouse = ingested_copy(spark, ingested, tmp_path)
+    warehouse = warehouse_copy(spark, ingested, tmp_path)
     steps = list(range(cuts["first"] + 600_000, cuts["end"], 600_000)) + [cuts["end"]]
     assert len(steps) == 2
     replay_windows(spark, warehouse, steps, "ten")
@@ -158,7 +159,7 @@ def test_a_window_reads_only_the_events_after_its_start_even_after_an_older_pred
     is the same history."""
     import pipelines.replay.run as replay_run
 
-    warehouse = ingested_copy(spark, ingested, tmp_path)
+    warehouse = warehouse_copy(spark, ingested, tmp_path)
     keep_all = replay_run._bookkeeping_states
     monkeypatch.setattr(replay_run, "_bookkeeping_states", lambda *a: [r for r in keep_all(*a) if r[2] != replay_run.STARTS_UNIT])
     run_replay(spark, warehouse, load_settings(), "reads-0", window_to=cuts["restart"])
@@ -217,7 +218,7 @@ def test_the_first_window_of_a_warehouse_replays_from_the_first_record(spark, in
     rebuilt from a longer capture): nothing to resume from and no predecessor to miss, so the run
     replays from the first record, the only way to the exact state at ``--from``, and publishes
     what one run over the same records publishes."""
-    warehouse = ingested_copy(spark, ingested, tmp_path)
+    warehouse = warehouse_copy(spark, ingested, tmp_path)
     assert cuts["first"] < cuts["before_expiry"] < cuts["end"]
     result = run_replay(spark, warehouse, load_settings(), "first", window_from=cuts["before_expiry"], window_to=cuts["end"])
     assert result.resumed_from is None
@@ -261,11 +262,10 @@ def without_late(spark, capture: Path, cuts: dict[str, int], tmp_path_factory) -
 
 
 def published_without_late_records(spark, without_late: tuple[Path, Path], tmp_path: Path) -> tuple[Warehouse, Path]:
-    """A copy of the ``without_late`` warehouse (Delta tables keep relative paths, so a copied
-    directory is the same warehouse) and the directory holding the late records."""
+    """A copy of the ``without_late`` warehouse (:func:`warehouse_copy`) and the directory holding the
+    late records."""
     root, late = without_late
-    shutil.copytree(root, tmp_path / "wh")
-    return Warehouse(str(tmp_path / "wh"), spark, "delta-rs"), late
+    return warehouse_copy(spark, root, tmp_path), late
 
 
 def stale_command(root: str, monkeypatch, capsys) -> list[str]:
