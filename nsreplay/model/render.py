@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Mapping
 
 from nsreplay.model.tables import PROFILE_49, PROFILE_5, BrokerData, QueueData, ResponseCode, Snapshot
+from nsreplay.protocol.java_strings import java_string
 
 __all__ = [
     "Answer",
@@ -221,9 +222,11 @@ _BARE_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 
 def parse_fastjson(text: bytes | str) -> object:
     """Parse either shape back to Python: bare integer map keys are quoted first (so they come back
-    as strings, as in the standard shape). Raises ValueError when it is not JSON in either shape."""
+    as strings, as in the standard shape). Raises ValueError when it is not JSON in either shape.
+    Bytes are read as the NameServer reads a body (:func:`~nsreplay.protocol.java_strings.java_string`:
+    what is not UTF-8 becomes U+FFFD)."""
     if isinstance(text, bytes):
-        text = text.decode("utf-8")
+        text = java_string(text)
     pieces = []
     pos = 0
     for match in _JSON_STRING.finditer(text):

@@ -17,12 +17,11 @@ from __future__ import annotations
 import base64
 import binascii
 import pickle
-import re
 from typing import Any, Mapping, NamedTuple
 
 from nsreplay.model.render import parse_fastjson
 from nsreplay.model.tables import PROFILE_49, PROFILE_5, DataVersion, Profile, QueueData
-from nsreplay.protocol.java_numbers import fits_java
+from nsreplay.protocol.java_numbers import fits_java, is_java_integer_text, parse_java_integer
 from nsreplay.protocol.register_body import (
     BodyDecodeError,
     RegisterBody,
@@ -97,9 +96,6 @@ class Request(NamedTuple):
             raise Rejected(f"undecodable body: {exc}") from exc
 
 
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
-
-
 def header(ext: Mapping[str, Any], name: str) -> str:
     """A required (``@CFNotNull``) header field."""
     value = ext.get(name)
@@ -109,11 +105,11 @@ def header(ext: Mapping[str, Any], name: str) -> str:
 
 
 def _parse_java_integer(name: str, text: str, bits: int) -> int:
-    """``Long.parseLong`` / ``Integer.parseInt``: optional sign, ASCII digits, in range."""
-    if not _JAVA_INTEGER.match(text):
+    """``Long.parseLong`` / ``Integer.parseInt`` (:func:`~nsreplay.protocol.java_numbers.parse_java_integer`)."""
+    if not is_java_integer_text(text):
         raise Rejected(f"header {name} is not an integer: {text!r}")
-    value = int(text)
-    if not fits_java(value, bits):
+    value = parse_java_integer(text, bits)
+    if value is None:
         raise Rejected(f"header {name} is out of range: {text!r}")
     return value
 

@@ -19,7 +19,10 @@ Contract (semantics spec §2 and §8):
   optionally (5.x, version >= 413) int32 m then m x (int32 length + mapping JSON).
   topicSysFlag and order are not carried (0 / false). The NameServer puts the entries in a map by
   topic name, so a name listed twice counts once, with its last entry (``topic_configs`` keeps the
-  first position).
+  first position). A topic entry is read as Java reads it (``_decode_compressed_topic``): its numbers
+  by ``Integer.parseInt`` (not Python's ``int()``), its filter type by ``TopicFilterType.valueOf``.
+* Bytes are read as Java makes a ``String`` of them (:mod:`nsreplay.protocol.java_strings`): what is
+  not UTF-8 becomes U+FFFD and does not fail the body.
 * Static-topic mappings (``topicQueueMappingInfoMap`` of the wrapper, or the compressed form's mapping
   section) are out of scope except for one bit: whether the body has any (``static_mappings``), which
   decides the 5.x NameServer's step 7a (semantics spec §2). Their content is not kept; the encoders
@@ -43,7 +46,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from nsreplay.protocol.java_numbers import fits_java
+from nsreplay.protocol.java_numbers import fits_java, is_java_integer_text, parse_java_integer
+from nsreplay.protocol.java_strings import java_string
 
 __all__ = [
     "BodyDecodeError",
@@ -63,6 +67,7 @@ __all__ = [
 LEGACY_WRAPPER_MAX_VERSION = 37  # requests with version < 37 carry a bare TopicConfigSerializeWrapper
 STATIC_MAPPING_VERSION = 413  # compressed bodies from this version on may end with a mapping section
 MAPPING_MAP = "topicQueueMappingInfoMap"  # the wrapper's static-topic mappings (JSON form)
+TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})  # Java's TopicFilterType
 #: The most a compressed body may inflate to (256 MiB). A frame is at most 16 MiB, and the compact
 #: form (about 50 bytes a topic) of millions of topics fits; a body beyond it is crafted or broken.
 MAX_INFLATED_BODY_BYTES = 256 << 20
@@ -249,27 +254,35 @@ class _Reader:
 
 
 def _json_text(raw: bytes, what: str) -> object:
+    """``raw`` as JSON, its bytes read as Java reads them (:func:`~nsreplay.protocol.java_strings.java_string`:
+    bytes that are not UTF-8 become U+FFFD, they do not fail the body)."""
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        return json.loads(java_string(raw))
+    except ValueError as exc:
         raise BodyDecodeError(f"{what} is not valid JSON") from exc
 
 
 def _decode_compressed_topic(line: bytes) -> TopicConfig:
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BodyDecodeError("compressed topic entry is not UTF-8") from exc
-    parts = text.split(" ", 5)
+    """One topic entry of the compressed form, read as ``TopicConfig.decode`` reads it (semantics spec
+    §8): the bytes as a Java ``String`` (:func:`~nsreplay.protocol.java_strings.java_string`: a
+    malformed sequence becomes U+FFFD); split at every space, Java's way (trailing
+    empty fields dropped); at least five fields: the name, three numbers that must parse as Java ints
+    (``Integer.parseInt``: no ``_``, no spaces, any script's digits) and a filter type that must be a
+    ``TopicFilterType`` name (``valueOf``: ``SINGLE_TAG`` or ``MULTI_TAG``, exactly). A sixth field
+    (5.x's attributes) is not kept. Any other entry fails the whole body, as in Java."""
+    parts = java_string(line).split(" ")
+    while parts and parts[-1] == "":  # String.split drops trailing empty fields
+        parts.pop()
     if len(parts) < 5:
         raise BodyDecodeError("compressed topic entry has too few fields")
     name, read, write, perm, filter_type = parts[:5]
-    try:
-        numbers = (int(read), int(write), int(perm))
-    except ValueError as exc:
-        raise BodyDecodeError("compressed topic entry has a non-integer field") from exc
-    if not all(fits_java(n, 32) for n in numbers):  # Integer.parseInt fails beyond an int
+    if not all(is_java_integer_text(t) for t in (read, write, perm)):
+        raise BodyDecodeError("compressed topic entry has a non-integer field")
+    numbers = tuple(parse_java_integer(t, 32) for t in (read, write, perm))
+    if None in numbers:  # Integer.parseInt fails beyond an int
         raise BodyDecodeError("compressed topic entry has a field out of range of a Java int")
+    if filter_type not in TOPIC_FILTER_TYPES:
+        raise BodyDecodeError("compressed topic entry has a filter type that is not SINGLE_TAG or MULTI_TAG")
     return TopicConfig(name, *numbers, 0, False, filter_type)
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Hashable, Mapping, TypeVar
 
@@ -46,7 +45,7 @@ from nsreplay.model.render import parse_fastjson
 from nsreplay.model.requests import Rejected as ModelRejected
 from nsreplay.model.requests import optional_integer_header
 from nsreplay.model.tables import NamesrvConfig
-from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
+from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_java_integer_text, parse_java_integer
 from nsreplay.protocol.register_body import (
     STATIC_MAPPING_VERSION,
     BodyDecodeError,
@@ -80,7 +79,6 @@ REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
 # heartbeatTimeoutMillis are longs, bodyCrc32 an int: the model's RegisterHeader reads them so).
 INTEGER_HEADER: Mapping[str, int] = {"brokerId": 64, "bodyCrc32": 32, "heartbeatTimeoutMillis": 64}
 _MAX_DETAIL = 200  # characters of a model's message kept in a quarantine detail
-_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")  # as Long.parseLong: no trailing newline either (`$` would allow one)
 _MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
 INT32 = (INT_MIN, INT_MAX)
 INT64 = (LONG_MIN, LONG_MAX)
@@ -544,7 +542,7 @@ class LineParser:
         event["broker_name"] = ext.get("brokerName")
         event["broker_addr"] = ext.get("brokerAddr")
         event["cluster_name"] = ext.get("clusterName")
-        event["broker_id"] = int(ext["brokerId"]) if "brokerId" in ext else None
+        event["broker_id"] = parse_java_integer(ext["brokerId"], 64) if "brokerId" in ext else None  # checked above
         event["topic"] = ext.get("topic")
         body = _optional(obj, "body", _is_obj, "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")
@@ -575,7 +573,7 @@ class LineParser:
             _require(ext, key, _is_str, "a string", "extFields.")
         for key, bits in INTEGER_HEADER.items():
             if key in ext:
-                if not _JAVA_INT.match(ext[key]):
+                if not is_java_integer_text(ext[key]):
                     raise _Reject("wrong_type", f"extFields.{key} must be an integer string, got {ext[key][:40]!r}")
                 _check_integer_header(ext, key, bits)
         if seen is not None:
@@ -650,7 +648,7 @@ class LineParser:
         if body_b64 is not None:
             known_raw = self._known_raw(body_b64)
             raw = known_raw.raw
-            crc = int(ext.get("bodyCrc32", "0"))
+            crc = parse_java_integer(ext.get("bodyCrc32", "0"), 32)  # checked by _check_header
             if crc != 0 and crc != known_raw.crc:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
             if not raw:  # zero bytes are no body (Java reads them as null), checked against the CRC as above

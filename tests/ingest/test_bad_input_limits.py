@@ -114,6 +114,42 @@ def test_the_largest_long_broker_id_is_accepted_and_stored() -> None:
     assert (good["status"], good["broker_id"], good["code"]) == ("accepted", LONG - 1, 103)
 
 
+@pytest.mark.parametrize(("broker_id", "value"), [("١", 1), ("+0", 0), ("００", 0), ("٠٣", 3)])
+def test_a_broker_id_java_reads_as_a_number_is_accepted_as_that_number(broker_id: str, value: int) -> None:
+    """``Long.parseLong`` takes a sign and any script's decimal digits: the NameServer registers such a
+    broker under the number, so the ingest keeps the record and the model applies it."""
+    record = register(extFields=register_header(brokerId=broker_id))
+    got = row(record)
+    assert (got["status"], got["broker_id"], got.get("detail")) == ("accepted", value, None)
+    assert model_remark(record, "rocketmq-4.9") == (0, None)  # (5.x refuses a new broker with one topic: spec §2)
+    applied = NameServer("rocketmq-4.9", {}, 0)
+    applied.apply(record)
+    assert dict(applied.snapshot().brokerAddrTable["broker-a"].brokerAddrs) == {value: "10.0.1.5:10911"}
+
+
+def test_a_body_crc_in_other_digits_is_checked_as_its_number() -> None:
+    """``bodyCrc32`` goes through ``Integer.parseInt`` too: the CRC written in Arabic-Indic digits is
+    the same CRC, and one digit off is a mismatch, for the ingest and the model alike."""
+    raw = encode_register_body_bytes(BODY)
+    arabic = str(body_crc32(raw)).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    good = request(103, register_header(bodyCrc32=arabic), body_b64=base64.b64encode(raw).decode())
+    assert verdict(row(good)) == ("accepted", None, None)
+    assert model_remark(good, "rocketmq-4.9") == (0, None)
+    off = str(body_crc32(raw) ^ 1).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    bad = request(103, register_header(bodyCrc32=off), body_b64=base64.b64encode(raw).decode())
+    assert verdict(row(bad))[:2] == ("quarantined", "crc_mismatch")
+    assert model_remark(bad, "rocketmq-4.9") == (1, "crc32 not match")
+
+
+@pytest.mark.parametrize("broker_id", ["0_0", " 0", "0\n", "\t0", "", "+", "\U0001d7ce"])
+def test_a_broker_id_python_would_read_and_java_would_not_is_quarantined(broker_id: str) -> None:
+    """Python's ``int()`` takes ``_`` between digits, spaces around them and a digit beyond the BMP;
+    ``Long.parseLong`` does not, and the NameServer answers SYSTEM_ERROR."""
+    record = register(extFields=register_header(brokerId=broker_id))
+    assert verdict(row(record))[:2] == ("quarantined", "wrong_type")
+    assert model_remark(record) == (1, f"header brokerId is not an integer: {broker_id!r}")
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [("bodyCrc32", str(INT)), ("bodyCrc32", str(-INT - 1)), ("heartbeatTimeoutMillis", str(LONG))],
@@ -206,6 +242,37 @@ def test_a_compressed_topic_entry_beyond_an_int_is_an_undecodable_body(config: T
     detail = "compressed topic entry has a field out of range of a Java int"
     assert verdict(row(record)) == ("quarantined", "undecodable_body", detail)
     assert model_remark(record) == (1, f"Failed to decode RegisterBrokerBody: {detail}")
+
+
+def _compressed_entry_body(entry: bytes) -> bytes:
+    """A compressed body (spec §8) of one topic entry, written byte for byte."""
+    dv = json.dumps(BODY.data_version.to_json()).encode()
+    return zlib.compress(b"".join([struct.pack(">i", len(dv)), dv, struct.pack(">i", 1), struct.pack(">i", len(entry)), entry,
+                                   struct.pack(">i", 2), b"[]"]))
+
+
+@pytest.mark.parametrize(
+    ("entry", "detail"),
+    [(b"orders 8_0 8 6 SINGLE_TAG", "compressed topic entry has a non-integer field"),
+     (b"orders 8 8 6 single_tag", "compressed topic entry has a filter type that is not SINGLE_TAG or MULTI_TAG"),
+     (b"orders 8 8 6 ", "compressed topic entry has too few fields")],
+)
+def test_a_compressed_topic_entry_java_cannot_read_is_an_undecodable_body(entry: bytes, detail: str) -> None:
+    """``Integer.parseInt`` refuses ``8_0`` (Python's ``int()`` would take it), ``TopicFilterType.valueOf``
+    an unknown name, and ``String.split`` drops the empty last field: the NameServer fails the body."""
+    record = raw_register(_compressed_entry_body(entry), compressed=True)
+    assert verdict(row(record)) == ("quarantined", "undecodable_body", detail)
+    assert model_remark(record) == (1, f"Failed to decode RegisterBrokerBody: {detail}")
+
+
+def test_a_compressed_topic_name_that_is_not_utf8_is_read_as_java_reads_it() -> None:
+    """``new String(bytes, UTF_8)`` puts U+FFFD for what is not UTF-8, one for the three bytes of an
+    encoded surrogate: the NameServer registers the topic under that name."""
+    record = raw_register(_compressed_entry_body(b"or\xed\xa0\x80ders 8 8 6 SINGLE_TAG"), compressed=True)
+    assert verdict(row(record))[0] == "accepted"
+    applied = NameServer("rocketmq-4.9", {}, 0)
+    assert applied.apply(record).code == 0
+    assert set(applied.snapshot().topicQueueTable) == {"or\ufffdders"}
 
 
 def _zeros_compressed(size: int) -> bytes:
