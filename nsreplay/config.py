@@ -77,6 +77,8 @@ class ReplayConfig:
     keyframe_every_ticks: int
     write_threads: int
     max_window_days: int
+    #: Tasks of the unit replay per core of the cluster (``replay_partitions``).
+    unit_tasks_per_core: int
     #: NameServer address -> ``{"profile": ..., "config": {...}}`` (either key optional): what that
     #: NameServer runs before its first start record, instead of the defaults above.
     namesrvs: Mapping[str, Mapping[str, Any]]
@@ -180,6 +182,9 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("[replay] write_threads must be positive")
     if settings.replay.max_window_days <= 0:
         raise ConfigError("[replay] max_window_days must be positive")
+    if isinstance(settings.replay.unit_tasks_per_core, bool) or not isinstance(settings.replay.unit_tasks_per_core, int) \
+            or settings.replay.unit_tasks_per_core <= 0:
+        raise ConfigError("[replay] unit_tasks_per_core must be a positive integer")
     if not 0 <= settings.vacuum.min_retention_hours <= settings.vacuum.retention_hours:
         raise ConfigError("[vacuum] needs 0 <= min_retention_hours <= retention_hours")
     for name in ("target_file_mb", "span_hours", "row_group_rows", "ledger_file_mb", "ledger_row_group_rows"):

@@ -66,13 +66,14 @@ from pipelines.replay.transforms import (
     namesrv_spans,
     queue_holders_at,
     ranked_events,
+    replay_partitions,
     replay_records,
     replay_units,
     restart_ranks,
     route_changing,
     topic_holders,
     unit_facts,
-    with_first_bodies,
+    units_input,
     with_states,
     with_units,
 )
@@ -522,11 +523,11 @@ def replay_window(
         # the records before the window go to the units replayed again only
         rebuilt = local_frame(spark, [(ns, u, True) for ns, units in again.items() for u in units], "namesrv string, unit string, _again boolean")
         routed = routed.join(F.broadcast(rebuilt), ["namesrv", "unit"], "left").where((F.col("ts") > after) | F.col("_again").isNotNull()).drop("_again")
-    routed = with_first_bodies(routed, warehouse.read(TOPIC_CONFIGS))
+    units = sum(len(m.units()) for m in maps.values())
+    partitions = replay_partitions(units, spark.sparkContext.defaultParallelism, cfg.unit_tasks_per_core)
+    unit_records, unit_bodies = units_input(with_states(routed, resume), warehouse.read(TOPIC_CONFIGS), partitions)
     restarts = restart_ranks(records, [(ns, ts) for ns, runs in starts.items() for ts, *_ in runs])
-    output = replay_units(
-        with_states(routed, resume), origins=origins, until=until, defaults=defaults
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    output = replay_units(unit_records, unit_bodies, origins=origins, until=until, defaults=defaults).persist(StorageLevel.MEMORY_AND_DISK)
     changes = output.where(F.col("state").isNull()).drop("state")
     # Open intervals in files of their own (the next window rewrites only those files): the interval
     # tables are cut from ``generic`` partition by partition, so it is range-partitioned once here.
@@ -587,7 +588,6 @@ def replay_window(
         coverage = {**(published.coverage if published else {}), **coverage}
         checked = warehouse.read(ROUTE_FIDELITY, version=versions[ROUTE_FIDELITY.name], where=owned[ROUTE_FIDELITY.name]).groupBy("match").count().collect()
         fidelity_counts = {("matched" if r.match else "mismatched"): r["count"] for r in checked}
-        units = sum(len(m.units()) for m in maps.values())
         summary = {
             "changes_by_cause": {r.cause: r["count"] for r in logged.where(F.expr(window.instant("ts"))).groupBy("cause").count().collect()},
             "units": units,

@@ -257,19 +257,29 @@ REPLAY_COLUMNS = (
 )
 
 
-def with_first_bodies(routed: DataFrame, topic_configs: DataFrame) -> DataFrame:
-    """Attach the decoded body to the first record of each body_id in each unit (only there).
+def replay_partitions(units: int, cores: int, tasks_per_core: int) -> int:
+    """How many tasks replay ``units`` units on ``cores`` cores: ``tasks_per_core`` a core (a few, so
+    that units of different sizes even out), never more than the units (an empty task costs a Python
+    worker's start), at least one."""
+    return max(1, min(units, tasks_per_core * cores))
 
-    The records are hash-partitioned by (namesrv, unit) once, here: the body window (clustered by
-    namesrv, unit, body_id) and :func:`replay_units`' grouping both accept that partitioning, so the
-    wide rows cross the network once (the decoded bodies, when few enough, are broadcast)."""
-    w = Window.partitionBy("namesrv", "unit", "body_id").orderBy("ts", "record_rank")
-    first = F.col("body_id").isNotNull() & (F.row_number().over(w) == 1)
-    marked = routed.repartition("namesrv", "unit").withColumn("_first_body", first).alias("r")
+
+def units_input(routed: DataFrame, topic_configs: DataFrame, partitions: int) -> tuple[DataFrame, DataFrame]:
+    """The two sides of :func:`replay_units`: the routed records (with :func:`with_states`' rows, if
+    any), hash-partitioned by (namesrv, unit) into ``partitions`` (:func:`replay_partitions`), and
+    the decoded bodies each unit's records name, once per (namesrv, unit, body_id).
+
+    The wide records cross the network once, here, whatever ``spark.sql.shuffle.partitions`` says,
+    and the units are grouped in that partitioning. The bodies' side moves narrow rows only: the
+    distinct (namesrv, unit, body_id) of the records, joined with ``topic_configs`` (silver's decoded
+    bodies, of the whole history) by body_id, then shuffled to the records' partitioning. However
+    large the history's bodies grow (too large to broadcast), no wide row is shuffled again to meet
+    them (``tests/replay/test_replay_partitions.py`` reads the plan)."""
+    records = routed.repartition(partitions, "namesrv", "unit")
+    # (new names for the same columns: the two sides of a cogroup must not share attributes)
+    named = records.where(F.col("body_id").isNotNull()).select(*(F.col(c).alias(c) for c in ("namesrv", "unit", "body_id"))).distinct()
     body_cols = [c for c in BODY.fieldNames() if c != "body_id"]
-    bodies = topic_configs.select(F.col("body_id").alias("_body_id"), *body_cols).alias("b")
-    joined = marked.join(bodies, F.col("r._first_body") & (F.col("r.body_id") == F.col("b._body_id")), how="left")
-    return joined.drop("_first_body", "_body_id")
+    return records, named.join(topic_configs.select("body_id", *body_cols), "body_id")
 
 
 UNIT_OUTPUT = StructType(
@@ -282,7 +292,8 @@ STATE_COLUMN = "replay_state"
 def with_states(routed: DataFrame, states: DataFrame | None) -> DataFrame:
     """The routed records plus, for every unit that resumes, one row carrying its pickled state
     (``replay_state``; the state rows have no record columns). ``states``: (namesrv, unit,
-    replay_state)."""
+    replay_state). Before :func:`units_input`, whose partitioning a union after it would undo (the
+    grouping would then shuffle the wide rows a second time)."""
     plain = routed.withColumn(STATE_COLUMN, F.lit(None).cast(BinaryType()))
     if states is None:
         return plain
@@ -290,7 +301,8 @@ def with_states(routed: DataFrame, states: DataFrame | None) -> DataFrame:
 
 
 def replay_units(
-    routed: DataFrame,
+    records: DataFrame,
+    bodies: DataFrame,
     *,
     origins: Mapping[str, int],
     until: int,
@@ -301,17 +313,18 @@ def replay_units(
     from the previous window), then one row whose ``state`` is the unit's pickled
     :class:`~pipelines.replay.unit_replay.UnitReplay` at ``until``. A unit with a state row resumes
     from it; a unit without one starts at its NameServer's origin, under the NameServer's
-    ``defaults`` (profile, config) until its first start record."""
+    ``defaults`` (profile, config) until its first start record. ``records`` and ``bodies``:
+    :func:`units_input` (a unit's records with its state row, and the decoded bodies they name)."""
     arrow_schema = to_arrow_schema(UNIT_OUTPUT)
     origins = dict(origins)
     defaults = {ns: (profile, dict(config)) for ns, (profile, config) in defaults.items()}
 
-    def replay(table: pa.Table) -> pa.Table:
+    def replay(table: pa.Table, named: pa.Table) -> pa.Table:
         steady_archive_imports()
         with gc_paused():
-            return replay_group(table)
+            return replay_group(table, named)
 
-    def replay_group(table: pa.Table) -> pa.Table:
+    def replay_group(table: pa.Table, named: pa.Table) -> pa.Table:
         resumed = table.filter(pc.is_valid(table[STATE_COLUMN]))
         records = table.filter(pc.is_null(table[STATE_COLUMN])).sort_by([("ts", "ascending"), ("record_rank", "ascending")])
         first = (resumed if resumed.num_rows else records).slice(0, 1).to_pylist()
@@ -325,13 +338,12 @@ def replay_units(
             profile, config = defaults[namesrv]
             unit_replay = UnitReplay(origin=origins[namesrv], default_profile=profile, default_config=config)
             out = []
-        # The bodies apart (a few rows carry them), then only the columns a record is built from.
-        carriers = records.filter(pc.is_valid(records["topic_configs"])).to_pylist()
-        bodies = {row["body_id"]: register_body(row) for row in carriers}
+        # The decoded bodies by id, then only the columns a record is built from.
+        bodies = {row["body_id"]: register_body(row) for row in named.to_pylist()}
         rows = table_rows(records.select(list(ROW_COLUMNS)))
         out += [{"namesrv": namesrv, "unit": unit, **change} for change in unit_replay.feed(rows, until, bodies)]
         out.append({"namesrv": namesrv, "unit": unit, "ts": until, "phase": -1, "table": "", "key": "", "op": "state", "cause": "state",
                     "state": pickle.dumps(unit_replay, protocol=pickle.HIGHEST_PROTOCOL)})
         return pa.Table.from_pylist(out, schema=arrow_schema)
 
-    return routed.groupBy("namesrv", "unit").applyInArrow(replay, UNIT_OUTPUT)
+    return records.groupBy("namesrv", "unit").cogroup(bodies.groupBy("namesrv", "unit")).applyInArrow(replay, UNIT_OUTPUT)

@@ -154,8 +154,9 @@ ROW_COLUMNS = _RECORD_FIELDS + ("ext_fields", "config", "body_id", "body", "body
 
 
 class RecordBuilder:
-    """Turns replay rows (silver.events columns + the body columns of the first row of each body)
-    back into capture-format records, each with its decoded register body (or None): each distinct
+    """Turns replay rows (silver.events columns; a row may carry its decoded body's columns, or the
+    bodies come apart by id, as :func:`pipelines.replay.transforms.units_input` gives them) back into
+    capture-format records, each with its decoded register body (or None): each distinct
     body is rebuilt once per unit and handed to the NameServer as decoded (``NameServer.apply``'s
     ``decoded_body``), so it is neither encoded to JSON nor decoded again."""
 
@@ -194,8 +195,8 @@ class UnitReplay:
     replay, the change rows that opened the intervals still open at the window's start.
 
     The register bodies are not part of the state (neither this replay's nor the model's cache of
-    decoded bodies): every window attaches each body to the first record of the window that carries
-    it (:func:`pipelines.replay.transforms.with_first_bodies`).
+    decoded bodies): every window gives each unit the bodies its records name
+    (:func:`pipelines.replay.transforms.units_input`).
     """
 
     def __init__(self, *, origin: int, default_profile: str, default_config: Mapping[str, object] | None = None) -> None:

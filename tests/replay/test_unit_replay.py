@@ -35,7 +35,7 @@ def rows() -> list[dict]:
         verdict = parser.parse(json.dumps(record))
         assert isinstance(verdict, Accepted)
         row = dict(verdict.event, record_rank=rank)
-        if verdict.new_body is not None:  # what with_first_bodies attaches
+        if verdict.new_body is not None:  # the body columns a row may carry (the Spark replay passes bodies apart: units_input)
             b = verdict.new_body.body
             row.update(has_data_version=b.data_version is not None, dv_state_version=b.data_version.state_version,
                        dv_timestamp=b.data_version.timestamp, dv_counter=b.data_version.counter, legacy_wrapper=b.legacy_wrapper,
