@@ -20,9 +20,14 @@ real map's iteration order, so the model keeps that order exactly:
     moved as is, and every entry before it is pushed to the *front* of its half, one by one (so
     those entries come out in reverse order).
 
-Not modelled: tree bins (9 or more keys in a single bin of a table of 64 or more). That needs 9
-brokerNames, clusters or addresses with colliding bin indexes, which real deployments do not have;
-such a bin simply keeps the linked-list order described above.
+Not modelled: what ``treeifyBin`` does beyond the HashMap resize above. HashMap makes a tree bin
+when a bin of a table of 64 or more reaches 9 keys; ConcurrentHashMap calls it when a put reaches
+the 8th key of a bin (an append, or a new value for that key), and makes a tree bin, or, in a table
+of fewer than 64 bins, resizes the table to 8 times its size. That needs 8 or 9 brokerNames,
+clusters or addresses with colliding bin indexes, which real deployments do not have, and the
+NameServer's ConcurrentHashMaps start at 64 bins or more; such a bin simply keeps the linked-list
+order described above. ``tests/model/test_javamap_vs_jdk.py`` compares this model with the JDK's
+maps after every operation of random sequences, up to such a put.
 """
 
 from __future__ import annotations
