@@ -4,23 +4,13 @@ not run them."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
+from site_conf import settings_with
 
-from nsreplay.config import PROJECT_ROOT, ConfigError, Settings, load_settings
+from nsreplay.config import PROJECT_ROOT, ConfigError
 
 NS_49 = "10.0.0.11:9876"
 NS_FAST = "10.0.0.12:9876"
-
-
-def settings_with(tmp_path: Path, replay_toml: str) -> Settings:
-    """The base configuration with ``replay_toml`` as the environment's nsreplay.toml."""
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", tmp_path / "base", dirs_exist_ok=True)
-    (tmp_path / "site").mkdir(exist_ok=True)
-    (tmp_path / "site" / "nsreplay.toml").write_text(replay_toml)
-    return load_settings("site", tmp_path)
 
 
 def test_the_base_configuration_names_no_namesrv(tmp_path) -> None:

@@ -34,7 +34,7 @@ def is_java_integer_text(text: str) -> bool:
     12), and nothing else: no space, tab or newline around them, no ``_`` between them. Java reads
     UTF-16 units, so a digit outside the Basic Multilingual Plane (a surrogate pair, e.g. U+1D7CE) is
     not a digit to it."""
-    return _JAVA_INTEGER_TEXT.match(text) is not None and all(ord(c) < 0x10000 for c in text)
+    return _JAVA_INTEGER_TEXT.match(text) is not None and (text.isascii() or all(ord(c) < 0x10000 for c in text))
 
 
 def parse_java_integer(text: str, bits: int) -> int | None:

@@ -45,7 +45,7 @@ from nsreplay.model.render import parse_fastjson
 from nsreplay.model.requests import Rejected as ModelRejected
 from nsreplay.model.requests import optional_integer_header
 from nsreplay.model.tables import NamesrvConfig
-from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_java_integer_text, parse_java_integer
+from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_java_integer_text
 from nsreplay.protocol.register_body import (
     STATIC_MAPPING_VERSION,
     BodyDecodeError,
@@ -542,7 +542,8 @@ class LineParser:
         event["broker_name"] = ext.get("brokerName")
         event["broker_addr"] = ext.get("brokerAddr")
         event["cluster_name"] = ext.get("clusterName")
-        event["broker_id"] = parse_java_integer(ext["brokerId"], 64) if "brokerId" in ext else None  # checked above
+        # int() reads exactly the texts _check_header let through (a sign, decimal digits of any script)
+        event["broker_id"] = int(ext["brokerId"]) if "brokerId" in ext else None
         event["topic"] = ext.get("topic")
         body = _optional(obj, "body", _is_obj, "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")
@@ -648,7 +649,7 @@ class LineParser:
         if body_b64 is not None:
             known_raw = self._known_raw(body_b64)
             raw = known_raw.raw
-            crc = parse_java_integer(ext.get("bodyCrc32", "0"), 32)  # checked by _check_header
+            crc = int(ext.get("bodyCrc32", "0"))  # as broker_id: checked by _check_header
             if crc != 0 and crc != known_raw.crc:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
             if not raw:  # zero bytes are no body (Java reads them as null), checked against the CRC as above

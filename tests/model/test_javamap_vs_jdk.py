@@ -15,15 +15,12 @@ operation that would call it (:func:`_jdk_treeifies`), and the test requires suc
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
 from itertools import product
 from pathlib import Path
 
-import pytest
+from jdk import run_java
 
-from nsreplay.local_fs import find_jdk_tool
 from nsreplay.model.javamap import JavaMap, concurrent_hashmap_table_size, hashmap_table_size, java_string_hash
 
 JAVA_MAPS = Path(__file__).with_name("JavaMaps.java")
@@ -55,20 +52,9 @@ def _cases(rng: random.Random, count: int) -> list[tuple[str, int, list[tuple[bo
 
 
 def _jdk_orders(cases: list[tuple[str, int, list[tuple[bool, str]]]]) -> list[list[list[str]]]:
-    java = find_jdk_tool("java")
-    if java is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no java found (.ci/run installs a JDK)")
-        pytest.skip("no java here: the JDK is the reference of this test")
-    lines = "".join(
-        f"{flavour} {capacity} " + " ".join(("+" if put else "-") + key.encode().hex() for put, key in ops) + "\n"
-        for flavour, capacity, ops in cases
-    )
-    done = subprocess.run([java, str(JAVA_MAPS)], input=lines, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout.splitlines()
-    assert len(out) == len(cases)
-    return [[[bytes.fromhex(k).decode() for k in order.split(",") if k] for order in line.split(";")] for line in out]
+    lines = [f"{flavour} {capacity} " + " ".join(("+" if put else "-") + key.encode().hex() for put, key in ops)
+             for flavour, capacity, ops in cases]
+    return [[[bytes.fromhex(k).decode() for k in order.split(",") if k] for order in line.split(";")] for line in run_java(JAVA_MAPS, lines)]
 
 
 def _jdk_treeifies(m: JavaMap, key: str) -> bool:

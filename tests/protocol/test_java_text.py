@@ -7,16 +7,13 @@ nsreplay must equal the JDK's."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
-import pytest
+from jdk import run_java
 
-from nsreplay.local_fs import find_jdk_tool
 from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, parse_java_integer
 from nsreplay.protocol.java_strings import java_string
 from nsreplay.protocol.register_body import BodyDecodeError, decode_register_body
@@ -36,17 +33,7 @@ BAD_UTF8 = [b"\x80", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x
 
 
 def _java_answers(cases: list[tuple[str, bytes]]) -> list[str]:
-    java = find_jdk_tool("java")
-    if java is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no java found (.ci/run installs a JDK)")
-        pytest.skip("no java here: the JDK is the reference of these tests")
-    lines = "".join(f"{op} {data.hex()}\n" for op, data in cases)
-    done = subprocess.run([java, str(JAVA_TEXT)], input=lines, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    answers = done.stdout.splitlines()
-    assert len(answers) == len(cases)
-    return answers
+    return run_java(JAVA_TEXT, [f"{op} {data.hex()}" for op, data in cases])
 
 
 def _numbers(rng: random.Random) -> list[str]:

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from nsreplay.config import PROJECT_ROOT, ConfigError, load_settings
+from nsreplay.config import ConfigError
 from pipelines.replay.transforms import REPLAY_COLUMNS, replay_partitions, replay_units, units_input, with_states
 from schemas.silver import EVENTS, TOPIC_CONFIGS
+from site_conf import settings_with
 
 
 @pytest.mark.parametrize(
@@ -31,19 +31,12 @@ def test_the_units_run_in_a_few_tasks_per_core_and_never_more_tasks_than_units(u
     assert replay_partitions(units, cores, per_core) == tasks
 
 
-def _settings(tmp_path: Path, replay_toml: str):
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", tmp_path / "base", dirs_exist_ok=True)
-    (tmp_path / "site").mkdir(exist_ok=True)
-    (tmp_path / "site" / "nsreplay.toml").write_text(replay_toml)
-    return load_settings("site", tmp_path)
-
-
 def test_the_setting_defaults_to_four_tasks_a_core_and_must_be_a_positive_integer(tmp_path: Path) -> None:
-    assert _settings(tmp_path, "").replay.unit_tasks_per_core == 4
-    assert _settings(tmp_path, "[replay]\nunit_tasks_per_core = 1\n").replay.unit_tasks_per_core == 1
+    assert settings_with(tmp_path, "").replay.unit_tasks_per_core == 4
+    assert settings_with(tmp_path, "[replay]\nunit_tasks_per_core = 1\n").replay.unit_tasks_per_core == 1
     for bad in ("0", "-2", "2.5", "true", '"4"'):
         with pytest.raises(ConfigError, match=r"\[replay\] unit_tasks_per_core must be a positive integer"):
-            _settings(tmp_path, f"[replay]\nunit_tasks_per_core = {bad}\n")
+            settings_with(tmp_path, f"[replay]\nunit_tasks_per_core = {bad}\n")
 
 
 def _frames(spark):
