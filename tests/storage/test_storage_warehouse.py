@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from nsreplay.storage.arrow_types import to_arrow_schema
 from nsreplay.storage.deltars_backend import DeltaRsBackend
 from table_files import table_files
 from nsreplay.storage.spec import nullable_schema
@@ -697,6 +698,53 @@ def test_restore_to_a_version_before_a_new_column_keeps_the_column(wh: Warehouse
     assert_same(wh.read(grown), spark.createDataFrame([r + (None,) for r in ROWS[:2]], grown.schema))
     wh.ensure(grown)  # the schema is the spec's: nothing to add, no difference
     assert wh.version(grown) == 5
+
+
+# -- the Delta log's checkpoints ---------------------------------------------------------------------
+
+
+def _checkpoints(root: str) -> list[int]:
+    """The versions of the checkpoints in a table's Delta log."""
+    return sorted(int(name.split(".")[0]) for name in os.listdir(os.path.join(root, "_delta_log")) if name.endswith(".checkpoint.parquet"))
+
+
+def test_a_checkpoint_follows_every_tenth_commit_and_every_version_reads_the_same(wh: Warehouse, spark) -> None:
+    """delta-spark's cadence (``delta.checkpointInterval`` 10), not delta-rs's 100: writes, overwrites
+    and restores alike; a version read through a checkpoint holds the rows it held before."""
+    rows = [("10.0.0.1:9876", D1, ts, 105, str(ts)) for ts in range(1, 30)]
+    for i, row in enumerate(rows[:17]):  # versions 1..17 (0 created the table)
+        wh.append(EVENTS, events(spark, [row]), commit(f"r{i}"))
+    wh.overwrite(EVENTS, events(spark, rows[17:18]), commit("o18", job="replay"), where="ts = 18")  # 18
+    assert wh.restore(EVENTS, 8, commit("fix", job="replay/discard-unpublished")) == 19
+    for i, row in enumerate(rows[19:22], start=19):  # 20..22
+        wh.append(EVENTS, events(spark, [row]), commit(f"r{i}"))
+    assert _checkpoints(wh.path(EVENTS)) == [9, 19]
+    assert json.loads(Path(wh.path(EVENTS), "_delta_log", "_last_checkpoint").read_text())["version"] == 19
+    for version, held in ((8, rows[:8]), (9, rows[:9]), (10, rows[:10]), (18, rows[:18]), (19, rows[:8]), (22, rows[:8] + rows[19:22])):
+        assert_same(wh.read(EVENTS, version=version), events(spark, held))
+    assert [c["run_id"] for c in wh.history(EVENTS, limit=4)] == ["r21", "r20", "r19", "fix"]  # the history is whole
+
+
+def test_a_table_that_sets_its_own_checkpoint_interval_keeps_it(wh: Warehouse, spark) -> None:
+    DeltaTable.create(wh.path(EVENTS), schema=to_arrow_schema(EVENTS.schema), partition_by=list(EVENTS.partition_by),
+                      configuration={"delta.checkpointInterval": "4"})
+    wh.ensure(EVENTS)
+    for ts in range(1, 12):  # versions 1..11
+        wh.append(EVENTS, events(spark, [("10.0.0.1:9876", D1, ts, 105, None)]), commit(f"r{ts}"))
+    assert _checkpoints(wh.path(EVENTS)) == [3, 7, 11]  # delta-rs's hook, by the table's setting; none at 9
+
+
+def test_a_checkpoint_that_cannot_be_written_leaves_the_commit_standing(wh: Warehouse, spark, caplog) -> None:
+    wh.ensure(EVENTS)
+    blocked = Path(wh.path(EVENTS), "_delta_log", f"{9:020d}.checkpoint.parquet")
+    blocked.mkdir()  # the checkpoint of version 9 cannot be written where a directory stands
+    for ts in range(1, 11):
+        assert wh.append(EVENTS, events(spark, [("10.0.0.1:9876", D1, ts, 105, None)]), commit(f"r{ts}")) == ts
+    assert "no checkpoint written after version 9" in caplog.text
+    blocked.rmdir()
+    assert _checkpoints(wh.path(EVENTS)) == []
+    assert wh.version(EVENTS) == 10
+    assert_same(wh.read(EVENTS), events(spark, [("10.0.0.1:9876", D1, ts, 105, None) for ts in range(1, 11)]))
 
 
 # -- statistics, and overwrites that open only the files of their range ------------------------------
