@@ -2,8 +2,9 @@
 
 How a write works:
 
-1. Open the table at its latest version (the transaction's read snapshot). If it already holds the app
-   transaction of this (job, run_id), stop: nothing to do.
+1. Take the table at its latest version (the transaction's read snapshot; the backend keeps the tables
+   it opened and brings them up to date, :mod:`nsreplay.storage.snapshots`). If it already holds the
+   app transaction of this (job, run_id), stop: nothing to do.
 2. Overwrite only: pick the affected files (all, or those in the given partitions, then, for a
    ``where`` given as a :class:`ColumnRange`, those whose Delta statistics may hold a row in it);
    with a ``where``, only those holding a row for which it is true (Parquet statistics skip most
@@ -37,9 +38,10 @@ Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/stor
   silently, which would leave the old rows in place: hence the care.
 * ``get_add_actions()`` returns *typed* partition values (``date``, ``int``); the Delta log holds
   strings. They are turned back into the Delta string form.
-* The ``DeltaTable`` object is not refreshed by its own ``create_write_transaction``; the committed
-  version is looked up in the history by this write's ``write_id``.
-* Conflicts (same app id, removed files) are detected against the snapshot the table was opened at.
+* The ``DeltaTable`` object is not refreshed by its own ``create_write_transaction``; it is brought
+  up to date afterwards (``update_incremental``), and the committed version is looked up in the
+  history by this write's ``write_id``.
+* Conflicts (same app id, removed files) are detected against the snapshot the table is at when taken.
 * ``to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` are never called: they make
   Python abort at exit.
 """
@@ -62,15 +64,15 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.exceptions import TableNotFoundError as _DeltaTableNotFound
 from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nsreplay.storage.arrow_types import dataset, to_arrow_schema
 from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RemoveRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
-from nsreplay.storage.errors import ConcurrentCommitError, StorageError, TableNotFoundError, VersionNotFoundError
+from nsreplay.storage.errors import ConcurrentCommitError, StorageError
 from nsreplay.storage.filesystem import arrow_filesystem
+from nsreplay.storage.snapshots import Snapshots
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,8 +90,8 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 #: ``delta.checkpointInterval``). Opening a table reads its latest checkpoint and every commit after
 #: it: an open took 2.8 ms here with the checkpoint 0 commits behind, 3.5 ms 5 behind, 11.8 ms 50
 #: behind, 18.7 ms 90 behind; delta-rs's own cadence (:data:`DELTA_RS_CHECKPOINT_INTERVAL`) leaves
-#: 0-99 behind, and a replay window opens its tables ~200 times (docs/performance.md, "The Delta
-#: log's checkpoints").
+#: 0-99 behind (docs/performance.md, "The Delta log's checkpoints"). The tables this backend keeps
+#: (:mod:`nsreplay.storage.snapshots`) open once per process; every process opens them again.
 CHECKPOINT_INTERVAL = 10
 #: delta-rs's post-commit hook writes a checkpoint after every this many commits by itself.
 DELTA_RS_CHECKPOINT_INTERVAL = 100
@@ -107,6 +109,7 @@ class DeltaRsBackend(Backend):
 
     def __init__(self, spark: "SparkSession | None") -> None:
         self._spark = spark
+        self._tables = Snapshots()  # the tables opened, kept: an open of the latest reads only new commits
 
     # -- metadata -----------------------------------------------------------------------------------
 
@@ -129,19 +132,22 @@ class DeltaRsBackend(Backend):
                 raise
 
     def table_schema(self, location: TableLocation) -> tuple[T.StructType, tuple[str, ...]]:
-        table = self._open(location)
-        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
-        return schema, tuple(table.metadata().partition_columns)
+        with self._tables.latest(location) as table:
+            schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+            return schema, tuple(table.metadata().partition_columns)
 
     def add_columns(self, location: TableLocation, fields: list[T.StructField]) -> None:
         added = Schema.from_arrow(to_arrow_schema(T.StructType(fields)))
-        self._open(location).alter.add_columns(list(added.fields))
+        with self._tables.latest(location) as table:
+            table.alter.add_columns(list(added.fields))
 
     def version(self, location: TableLocation) -> int:
-        return self._open(location).version()
+        with self._tables.latest(location) as table:
+            return table.version()
 
     def history(self, location: TableLocation, limit: int | None) -> list[dict[str, Any]]:
-        entries = self._open(location).history(limit)
+        with self._tables.latest(location) as table:
+            entries = table.history(limit)
         return [
             {
                 "version": int(e["version"]),
@@ -153,13 +159,14 @@ class DeltaRsBackend(Backend):
         ]
 
     def committed(self, location: TableLocation, app_id: str) -> bool:
-        return self._open(location).transaction_version(app_id) is not None
+        with self._tables.latest(location) as table:
+            return table.transaction_version(app_id) is not None
 
     def files(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> list[DataFile]:
         return [
             DataFile(path=location.file_uri(f["relative"]), size=f["size"], partition_values=f["partition_values"],
                      num_records=f["num_records"])
-            for f in self._active_files(self._open(location, version), spec, where)
+            for f in self._files_at(location, version, spec, where)
             if where is None or where.may_hold(f["num_records"], *f["range_stats"])
         ]
 
@@ -169,20 +176,20 @@ class DeltaRsBackend(Backend):
                 DataFile(path=location.file_uri(f["relative"]), size=f["size"], partition_values=f["partition_values"], num_records=f["num_records"]),
                 f["column_stats"],
             )
-            for f in self._active_files(self._open(location, version), spec, stat_columns=columns)
+            for f in self._files_at(location, version, spec, stat_columns=columns)
         ]
 
     def column_stats(self, spec: TableSpec, location: TableLocation, version: int | None, column: str) -> list[FileColumnStats]:
         return [
             FileColumnStats(f["partition_values"], f["num_records"], *f["range_stats"])
-            for f in self._active_files(self._open(location, version), spec, ColumnRange(column))
+            for f in self._files_at(location, version, spec, ColumnRange(column))
         ]
 
     # -- read ---------------------------------------------------------------------------------------
 
     def read(self, spec: TableSpec, location: TableLocation, version: int | None, where: ColumnRange | None = None) -> "DataFrame":
         spark = spark_of(self._spark)
-        active = self._active_files(self._open(location, version), spec, where)
+        active = self._files_at(location, version, spec, where)
         if where is None:
             return self._read_parquet(spark, spec, location, [f["relative"] for f in active])
         candidates = [f["relative"] for f in active if where.may_hold(f["num_records"], *f["range_stats"])]
@@ -218,8 +225,11 @@ class DeltaRsBackend(Backend):
 
     def write(self, request: WriteRequest) -> int | None:
         spark = spark_of(self._spark)
+        with self._tables.latest(request.location) as table:  # the read snapshot of this transaction
+            return self._write(spark, request, table)
+
+    def _write(self, spark: "SparkSession", request: WriteRequest, table: DeltaTable) -> int | None:
         spec, location = request.spec, request.location
-        table = self._open(location)  # the read snapshot of this transaction
         read_version = table.version()
         if table.transaction_version(request.app_id) is not None:
             return None
@@ -258,25 +268,29 @@ class DeltaRsBackend(Backend):
             committed = True
         finally:
             _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
-        return self._committed_version(location, request.write_id, read_version)
+        return self._committed_version(table, location, request.write_id, read_version)
 
     def restore(self, request: RestoreRequest) -> int | None:
         location = request.location
-        table = self._open(location)  # the read snapshot of this transaction
-        read_version = table.version()
-        if table.transaction_version(request.app_id) is not None:
-            return None
-        try:
-            table.restore(request.version, commit_properties=_commit_properties(request))
-        except CommitFailedError as exc:
-            self._committed_by_another(location, request.app_id, f"table at {location.uri}: the restore of version {request.version}", read_version, exc)
-            return None
-        except DeltaError as exc:  # e.g. a file of that version was vacuumed since
-            raise StorageError(f"cannot restore the table at {location.uri} to version {request.version}: {exc}") from exc
-        return self._committed_version(location, request.write_id, read_version)
+        with self._tables.latest(location) as table:  # the read snapshot of this transaction
+            read_version = table.version()
+            if table.transaction_version(request.app_id) is not None:
+                return None
+            try:
+                table.restore(request.version, commit_properties=_commit_properties(request))
+            except CommitFailedError as exc:
+                self._committed_by_another(location, request.app_id, f"table at {location.uri}: the restore of version {request.version}", read_version, exc)
+                return None
+            except DeltaError as exc:  # e.g. a file of that version was vacuumed since
+                raise StorageError(f"cannot restore the table at {location.uri} to version {request.version}: {exc}") from exc
+            return self._committed_version(table, location, request.write_id, read_version)
 
     def vacuum(self, request: VacuumRequest) -> list[str]:
-        table = self._open(request.location)
+        with self._tables.latest(request.location) as table:
+            return self._vacuum(request, table)
+
+    @staticmethod
+    def _vacuum(request: VacuumRequest, table: DeltaTable) -> list[str]:
         try:
             # full: also the files no commit ever named (a write killed between its Parquet and its
             # commit); delta-rs skips every path starting with "_" (the log, our staging directories)
@@ -295,8 +309,11 @@ class DeltaRsBackend(Backend):
         return sorted([*(_below(path, request.location) for path in deleted), *_abandoned_staging(request)])
 
     def compact(self, request: CompactRequest) -> Compacted:
+        with self._tables.latest(request.location) as table:  # the read snapshot of this transaction
+            return self._compact(request, table)
+
+    def _compact(self, request: CompactRequest, table: DeltaTable) -> Compacted:
         spec, location = request.spec, request.location
-        table = self._open(location)  # the read snapshot of this transaction
         read_version = table.version()
         if table.transaction_version(request.app_id) is not None:
             return Compacted(None, (), 0, 0)
@@ -351,7 +368,7 @@ class DeltaRsBackend(Backend):
         finally:
             _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
         return Compacted(
-            self._committed_version(location, request.write_id, read_version),
+            self._committed_version(table, location, request.write_id, read_version),
             tuple(a.path for a in adds),
             written,
             sum(a.size for a in adds),
@@ -359,19 +376,19 @@ class DeltaRsBackend(Backend):
 
     def remove(self, request: RemoveRequest) -> int | None:
         spec, location = request.spec, request.location
-        table = self._open(location)  # the read snapshot of this transaction
-        read_version = table.version()
-        if table.transaction_version(request.app_id) is not None:
-            return None
-        active = self._latest_files(table, spec, location, request.paths, "remove", "try again")
-        now = _now_ms()
-        removes = [
-            RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"], partition_values=dict(f["partition_values"]))
-            for f in (active[path] for path in request.paths)
-        ]
-        if not self._commit(table, spec, removes, request, "this removal", read_version):
-            return None
-        return self._committed_version(location, request.write_id, read_version)
+        with self._tables.latest(location) as table:  # the read snapshot of this transaction
+            read_version = table.version()
+            if table.transaction_version(request.app_id) is not None:
+                return None
+            active = self._latest_files(table, spec, location, request.paths, "remove", "try again")
+            now = _now_ms()
+            removes = [
+                RemoveAction(path=f["relative"], data_change=True, deletion_timestamp=now, size=f["size"], partition_values=dict(f["partition_values"]))
+                for f in (active[path] for path in request.paths)
+            ]
+            if not self._commit(table, spec, removes, request, "this removal", read_version):
+                return None
+            return self._committed_version(table, location, request.write_id, read_version)
 
     def _latest_files(self, table: DeltaTable, spec: TableSpec, location: TableLocation, paths: list[str] | tuple[str, ...], verb: str,
                       retry: str) -> dict[str, dict[str, Any]]:
@@ -423,10 +440,11 @@ class DeltaRsBackend(Backend):
         with session_conf(spark, settings):
             writer.parquet(target)
 
-    def _committed_version(self, location: TableLocation, write_id: str, read_version: int) -> int:
-        """The version this process's commit ``write_id`` made (a checkpoint follows when it is due:
-        :func:`_checkpoint_if_due`)."""
-        table = self._open(location)
+    def _committed_version(self, table: DeltaTable, location: TableLocation, write_id: str, read_version: int) -> int:
+        """The version this process's commit ``write_id`` through ``table`` made (``table`` is brought
+        up to date: :meth:`~nsreplay.storage.snapshots.Snapshots.refresh`; a checkpoint follows when
+        it is due: :func:`_checkpoint_if_due`)."""
+        table = self._tables.refresh(table, location)
         for limit in (8, 64, None):
             for entry in table.history(limit):
                 metadata = entry.get("userMetadata") or ""
@@ -438,16 +456,11 @@ class DeltaRsBackend(Backend):
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _open(location: TableLocation, version: int | None = None) -> DeltaTable:
-        try:
-            return DeltaTable(location.uri, version=version)
-        except _DeltaTableNotFound as exc:
-            raise TableNotFoundError(f"no Delta table at {location.uri}") from exc
-        except DeltaError as exc:
-            if version is not None:
-                raise VersionNotFoundError(f"table at {location.uri} has no version {version} ({exc})") from exc
-            raise StorageError(f"cannot open the Delta table at {location.uri}: {exc}") from exc
+    def _files_at(self, location: TableLocation, version: int | None, spec: TableSpec, prune: ColumnRange | None = None,
+                  stat_columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """:meth:`_active_files` of the table at ``version`` (``None``: the latest)."""
+        with self._tables.latest(location) if version is None else self._tables.at(location, version) as table:
+            return self._active_files(table, spec, prune, stat_columns)
 
     @staticmethod
     def _active_files(table: DeltaTable, spec: TableSpec, prune: ColumnRange | None = None, stat_columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
