@@ -20,27 +20,20 @@ the others.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-WINDOWS = 6  # the tiny preset's window, cut in six
+from tiny_windows import WINDOWS, run_windows, tiny_capture
+
 PREPARED_WINDOWS = 2
 
-CHILD = r"""
-import json, sys, threading, time
+#: Run in the child before nsreplay is imported: counts fresh opens of a table's log and incremental updates.
+PRELUDE = r"""
+import threading
 from deltalake import DeltaTable
-from nsreplay.config import load_settings
-from nsreplay.runtime import build_spark
-from nsreplay.storage import Warehouse
-from pipelines.ingest.run import run_ingest
-from pipelines.replay.run import run_replay
-
-counts = {"open": [0, 0.0], "update": [0, 0.0]}
+counts.update({"open": [0, 0.0], "update": [0, 0.0]})
 lock = threading.Lock()
 
 def counted(name, function):
@@ -56,31 +49,7 @@ def counted(name, function):
 
 DeltaTable.__init__ = counted("open", DeltaTable.__init__)
 DeltaTable.update_incremental = counted("update", DeltaTable.update_incremental)
-
-root, capture, cuts, first = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
-settings = load_settings()
-spark = build_spark(settings, "nsreplay-bench-opens")
-warehouse = Warehouse(root, spark, settings.warehouse.backend)
-if first == 0:
-    run_ingest(spark, warehouse, settings, capture, "bench-opens-ingest")
-windows = []
-for i in range(first, len(cuts)):
-    for c in counts.values():
-        c[:] = [0, 0.0]
-    started = time.perf_counter()
-    run_replay(spark, warehouse, settings, f"bench-opens-{i}", window_from=cuts[i - 1] if i else None, window_to=cuts[i])
-    windows.append({"seconds": time.perf_counter() - started, **{k: list(v) for k, v in counts.items()}})
-print("json:" + json.dumps(windows))
 """
-
-
-def run_child(code: str, root: Path, capture: Path, cuts: list[int], first: int) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(code)}
-    args = [sys.executable, "-c", CHILD, str(root), str(capture), json.dumps(cuts), str(first)]
-    done = subprocess.run(args, env=env, cwd=os.path.abspath(code), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the run failed in {code}:\n{done.stderr[-3000:]}")
-    return json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("json:"))[len("json:"):])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,15 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
 
-    from nsreplay.generator import generate, preset
-
-    capture = scratch / "capture"
-    generate(preset("tiny"), capture, workers=1)
-    window = json.loads((capture / "_manifest.json").read_text())["window"]
-    step = (window["last_ts"] - window["first_ts"]) // WINDOWS
-    cuts = [window["first_ts"] + step * i for i in range(1, WINDOWS)] + [window["last_ts"]]
+    capture, cuts = tiny_capture(scratch)
     prepared = scratch / "prepared"
-    run_child(codes[0], prepared, capture, cuts[:PREPARED_WINDOWS], 0)
+    run_windows(codes[0], prepared, capture, cuts[:PREPARED_WINDOWS], 0)
     print(f"replay windows {PREPARED_WINDOWS + 1}-{WINDOWS} of the tiny preset, a fresh process per run; per window: "
           "seconds [fresh opens, their seconds; incremental updates, their seconds]")
     for round_number in range(args.rounds):
@@ -110,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             target = scratch / "run"
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(prepared, target)
-            windows = run_child(code, target, capture, cuts, PREPARED_WINDOWS)
+            windows = run_windows(code, target, capture, cuts, PREPARED_WINDOWS, prelude=PRELUDE)
             shown = " / ".join(
                 f"{w['seconds']:.2f} [{w['open'][0]}, {w['open'][1]:.2f} s; {w['update'][0]}, {w['update'][1]:.2f} s]" for w in windows
             )
