@@ -571,8 +571,9 @@ def replay_window(
             frame = df.select(*spec.schema.fieldNames())
             if owned is not None:
                 frame = frame.where(F.expr(owned.sql()))
-            _, rows = warehouse.overwrite_counted(spec, frame, commit, where=owned, partitions=replaced)
-            return name, rows, warehouse.version(spec)
+            version, rows = warehouse.overwrite_counted(spec, frame, commit, where=owned, partitions=replaced)
+            # the version this write committed; a retry whose write was skipped (committed before) takes the latest
+            return name, rows, version if version is not None else warehouse.version(spec)
 
         # The tables are independent commits (nothing is published before the publish stage), so they
         # are written a few at a time; the first failure fails the run once the others have stopped.
