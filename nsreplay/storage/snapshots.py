@@ -6,7 +6,8 @@ commits behind, and a LIST plus several GETs on object storage. A replay window 
 tables' latest versions ~200 times (docs/performance.md, "The Delta log's checkpoints", counts them
 by caller), mostly for a version number, a schema or an app id. :class:`Snapshots` keeps each table
 it opened and, when the latest version is asked for again, brings it up to date with
-``update_incremental`` (a listing of the log and a read of the commits made since: ~0.5 ms here).
+``update_incremental`` (a listing of the log and a read of the commits made since: 1.7–2.4 ms an
+update in a replay window here, against 3–4 ms for an open and its checkpoint read).
 
 Contract:
 
