@@ -529,10 +529,11 @@ def replay_window(
     restarts = restart_ranks(records, [(ns, ts) for ns, runs in starts.items() for ts, *_ in runs])
     output = replay_units(unit_records, unit_bodies, origins=origins, until=until, defaults=defaults).persist(StorageLevel.MEMORY_AND_DISK)
     changes = output.where(F.col("state").isNull()).drop("state")
-    # Open intervals in files of their own (the next window rewrites only those files): the interval
-    # tables are cut from ``generic`` partition by partition, so it is range-partitioned once here.
-    cuts = 2 * len(origins) * len(INTERVAL_TABLES)
-    generic = generic_intervals(changes).repartitionByRange(cuts, "namesrv", "table", F.col("valid_to").isNull()).persist(StorageLevel.MEMORY_AND_DISK)
+    # Open intervals in files of their own (the next window rewrites only those files): each interval
+    # table is written from ``generic`` partition by partition, so it is range-partitioned once here,
+    # by (namesrv, open) only. Each table's write then runs a task per (namesrv, open) holding its rows:
+    # cut by table too, every write would also run a task for each part of the five other tables.
+    generic = generic_intervals(changes).repartitionByRange(2 * len(origins), "namesrv", F.col("valid_to").isNull()).persist(StorageLevel.MEMORY_AND_DISK)
     logged = changes.where(~F.col("carried")).drop("carried")
     ticks = scan_ticks(epoch_df, logged, until, run_id, after=after).persist(StorageLevel.MEMORY_AND_DISK)
     facts_rows = local_frame(spark, _bookkeeping_states(facts, starts, until, run_id), REPLAY_STATE.schema)
