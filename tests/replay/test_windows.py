@@ -70,10 +70,10 @@ def warehouse_copy(spark, root: Path, directory: Path) -> Warehouse:
 
 
 @pytest.fixture(scope="module")
-def full(spark, ingested, tmp_path_factory) -> Warehouse:
-    warehouse = warehouse_copy(spark, ingested, tmp_path_factory.mktemp("windows-full"))
-    run_replay(spark, warehouse, load_settings(), "full")
-    return warehouse
+def full(spark, tiny_published) -> Warehouse:
+    """The reference: one run over the whole capture (the shared ``tiny_published``: the same
+    capture ingested as in ``ingested``, then replayed in one window). Read-only."""
+    return Warehouse(tiny_published[1], spark, "delta-rs")
 
 
 @pytest.fixture(scope="module")
