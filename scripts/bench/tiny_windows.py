@@ -48,12 +48,13 @@ print("json:" + json.dumps(windows))
 """
 
 
-def tiny_capture(scratch: Path) -> tuple[Path, list[int]]:
-    """The tiny preset generated into ``scratch``/capture, and the ends of its :data:`WINDOWS` windows."""
-    from nsreplay.generator import generate, preset
+def tiny_capture(scratch: Path, overrides: dict | None = None) -> tuple[Path, list[int]]:
+    """The tiny preset (with the generator's ``overrides``, dotted keys, if given) generated into
+    ``scratch``/capture, and the ends of its :data:`WINDOWS` windows."""
+    from nsreplay.generator import apply_overrides, generate, preset
 
     capture = scratch / "capture"
-    generate(preset("tiny"), capture, workers=1)
+    generate(apply_overrides(preset("tiny"), overrides or {}), capture, workers=1)
     window = json.loads((capture / "_manifest.json").read_text())["window"]
     step = (window["last_ts"] - window["first_ts"]) // WINDOWS
     return capture, [window["first_ts"] + step * i for i in range(1, WINDOWS)] + [window["last_ts"]]
