@@ -3,7 +3,7 @@
 Opening a Delta table (``deltalake.DeltaTable(uri)``) lists its log, reads the last checkpoint and
 then every commit after it, and builds the snapshot: 3-4 ms a table here with the checkpoint a few
 commits behind, and a LIST plus several GETs on object storage. A replay window asks for its
-tables' latest versions ~200 times (docs/performance.md, "The Delta log's checkpoints", counts them
+tables' latest versions ~165 times (docs/performance.md, "The Delta log's checkpoints", counts them
 by caller), mostly for a version number, a schema or an app id. :class:`Snapshots` keeps each table
 it opened and, when the latest version is asked for again, brings it up to date with
 ``update_incremental`` (a listing of the log and a read of the commits made since: 1.7–2.4 ms an

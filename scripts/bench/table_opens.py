@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench/table_opens.py --scratch DIR --code OLD --code . --rounds 2
 
-A replay window asks for its tables ~200 times (latest versions, schemas, app ids, file lists). An
+A replay window asks for its tables ~165 times (latest versions, schemas, app ids, file lists). An
 open of a table (``DeltaTable(uri)``) reads the log's last checkpoint and every commit after it;
 the delta-rs backend now keeps the tables it opened (``nsreplay/storage/snapshots.py``) and brings
 them up to date with ``update_incremental``, which reads only the commits made since.
