@@ -16,7 +16,6 @@ each window (``CodegenMetrics``: one count per compilation, cache hits not count
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -73,8 +72,8 @@ def main() -> int:
         for entries in sizes:
             root = args.scratch / "wh"
             shutil.rmtree(root, ignore_errors=True)
-            os.environ["NSREPLAY_CONF_DIR"] = str(confs[entries])
-            windows = run_windows(str(ROOT), root, capture, cuts, first=0, prelude=PRELUDE)
+            windows = run_windows(str(ROOT), root, capture, cuts, first=0, prelude=PRELUDE,
+                                  env={"NSREPLAY_CONF_DIR": str(confs[entries])})
             seconds = [w["seconds"] for w in windows]
             compiles = [w["compiles"][0] for w in windows]
             print(f"round {round_no}, {SETTING}={entries}: windows {' / '.join(f'{s:.2f}' for s in seconds)} s; "

@@ -60,10 +60,12 @@ def tiny_capture(scratch: Path, overrides: dict | None = None) -> tuple[Path, li
     return capture, [window["first_ts"] + step * i for i in range(1, WINDOWS)] + [window["last_ts"]]
 
 
-def run_windows(code: str, root: Path, capture: Path, cuts: list[int], first: int, *, prelude: str = "") -> list[dict]:
+def run_windows(code: str, root: Path, capture: Path, cuts: list[int], first: int, *, prelude: str = "",
+                env: dict[str, str] | None = None) -> list[dict]:
     """The windows from ``cuts[first]`` on, replayed in a child process of the tree ``code`` (see the
-    module); ``prelude`` is Python run in the child before nsreplay is imported."""
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(code)}
+    module); ``prelude`` is Python run in the child before nsreplay is imported, ``env`` variables
+    set in the child's environment on top of this process's."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.path.abspath(code)}
     args = [sys.executable, "-c", CHILD.replace("PRELUDE", prelude), str(root), str(capture), json.dumps(cuts), str(first)]
     done = subprocess.run(args, env=env, cwd=os.path.abspath(code), capture_output=True, text=True)
     if done.returncode != 0:
