@@ -222,9 +222,9 @@ _BARE_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 
 def parse_fastjson(text: bytes | str) -> object:
     """Parse either shape back to Python: bare integer map keys are quoted first (so they come back
-    as strings, as in the standard shape). Raises ValueError when it is not JSON in either shape.
-    Bytes are read as the NameServer reads a body (:func:`~nsreplay.protocol.java_strings.java_string`:
-    what is not UTF-8 becomes U+FFFD)."""
+    as strings, as in the standard shape). Raises ValueError when it is not JSON in either shape, or
+    is nested deeper than Python's stack allows. Bytes are read as the NameServer reads a body
+    (:func:`~nsreplay.protocol.java_strings.java_string`: what is not UTF-8 becomes U+FFFD)."""
     if isinstance(text, bytes):
         text = java_string(text)
     pieces = []
@@ -234,7 +234,10 @@ def parse_fastjson(text: bytes | str) -> object:
         pieces.append(match.group())
         pos = match.end()
     pieces.append(_BARE_INT_KEY.sub(r'\1"\2"\3', text[pos:]))
-    return json.loads("".join(pieces))
+    try:
+        return json.loads("".join(pieces))
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply to be read") from exc
 
 
 # ------------------------------------------------------------------------------------ comparison

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Mapping, TypeVar, Union
 
-from nsreplay.protocol.java_numbers import fits_java
+from nsreplay.protocol.java_numbers import fits_java, is_java_integer_text, parse_java_integer
 
 __all__ = [
     "PROFILE_49",
@@ -184,17 +184,21 @@ def _parse_java_bool(value: object) -> bool:
 
 
 def _parse_java_long(name: str, value: object) -> int:
+    """A numeric config value: an int, or text of ASCII digits (one optional sign, spaces around it
+    ignored) that ``Long.parseLong`` reads, leading zeros and all. ValueError otherwise, as the
+    NameServer would not start."""
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     if isinstance(value, bool):
-        raise ValueError(f"config {name} must be an integer, got {value!r}")
+        raise ValueError(f"config {name} must be an integer, got {shown}")
     if isinstance(value, int):
-        number = value
+        number: int | None = value if fits_java(value, 64) else None
     else:
         text = str(value).strip()
-        if not text.lstrip("+-").isdigit() or not text.isascii():
-            raise ValueError(f"config {name} must be an integer, got {value!r}")
-        number = int(text)
-    if not fits_java(number, 64):  # Long.parseLong fails: the NameServer would not start
-        raise ValueError(f"config {name} is out of range of a Java long, got {value!r}")
+        if not text.isascii() or not is_java_integer_text(text):
+            raise ValueError(f"config {name} must be an integer, got {shown}")
+        number = parse_java_integer(text, 64)
+    if number is None:  # Long.parseLong fails: the NameServer would not start
+        raise ValueError(f"config {name} is out of range of a Java long, got {shown}")
     return number
 
 

@@ -11,11 +11,13 @@ as Python's ``int()``, which also takes spaces around the digits and ``_`` betwe
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["INT_MIN", "INT_MAX", "LONG_MIN", "LONG_MAX", "fits_java", "is_java_integer_text", "parse_java_integer", "wrap_long"]
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+_LONG_DIGITS = len(str(LONG_MAX))  # 19: no long has more significant digits
 
 
 def fits_java(value: int, bits: int) -> bool:
@@ -43,6 +45,13 @@ def parse_java_integer(text: str, bits: int) -> int | None:
     a value beyond the type's range."""
     if not is_java_integer_text(text):
         return None
+    if len(text) > _LONG_DIGITS:  # Java reads any number of leading zeros; int() refuses 4,300 digits
+        sign = text[0] if text[0] in "+-" else ""
+        digits = text[len(sign):]
+        first = next((i for i, c in enumerate(digits) if unicodedata.decimal(c) != 0), len(digits) - 1)
+        if len(digits) - first > _LONG_DIGITS:  # more significant digits than any long has
+            return None
+        text = sign + digits[first:]
     value = int(text)  # int() reads every Nd digit by its decimal value, as Character.digit does
     return value if fits_java(value, bits) else None
 

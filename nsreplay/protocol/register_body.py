@@ -255,11 +255,14 @@ class _Reader:
 
 def _json_text(raw: bytes, what: str) -> object:
     """``raw`` as JSON, its bytes read as Java reads them (:func:`~nsreplay.protocol.java_strings.java_string`:
-    bytes that are not UTF-8 become U+FFFD, they do not fail the body)."""
+    bytes that are not UTF-8 become U+FFFD, they do not fail the body). JSON nested deeper than
+    Python's stack allows fails the body too."""
     try:
         return json.loads(java_string(raw))
     except ValueError as exc:
         raise BodyDecodeError(f"{what} is not valid JSON") from exc
+    except RecursionError as exc:
+        raise BodyDecodeError(f"{what} is JSON nested too deeply to be read") from exc
 
 
 def _decode_compressed_topic(line: bytes) -> TopicConfig:

@@ -45,7 +45,7 @@ from nsreplay.model.render import parse_fastjson
 from nsreplay.model.requests import Rejected as ModelRejected
 from nsreplay.model.requests import optional_integer_header
 from nsreplay.model.tables import NamesrvConfig
-from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_java_integer_text
+from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_java_integer_text, parse_java_integer
 from nsreplay.protocol.register_body import (
     STATIC_MAPPING_VERSION,
     BodyDecodeError,
@@ -385,10 +385,11 @@ class LineParser:
     # PREFIX + ',"body":' + TAIL + '}' (or ',"body_b64":') whose TAIL is byte-identical to a JSON value
     # already parsed is read by parsing only PREFIX + '}' and reusing that value. This is exact: the
     # quote after the comma is unescaped, so the mark cannot lie inside a string of a valid line; if
-    # PREFIX + '}' is a valid object, the comma is at the top level, the line is that object plus a
-    # last member whose value is the known TAIL (a later duplicate key wins, as in a full parse), and
-    # any line this does not fit is parsed in full. Only bodies of STORED_BODY_MIN_BYTES or more are
-    # remembered: those are the ones worth it, and the ones bronze stores apart (bronze_form).
+    # PREFIX + '}' is a valid object with at least one member (a bare '{' would let '{,"body":…'
+    # through), the comma is at the top level, the line is that object plus a last member whose value
+    # is the known TAIL (a later duplicate key wins, as in a full parse), and any line this does not
+    # fit is parsed in full. Only bodies of STORED_BODY_MIN_BYTES or more are remembered: those are
+    # the ones worth it, and the ones bronze stores apart (bronze_form).
 
     def _known_body_line(self, data: bytes) -> tuple[dict[str, Any], _KnownBody, int] | None:
         parts = split_body(data)
@@ -401,7 +402,7 @@ class LineParser:
             obj = orjson.loads(parts[0] + b"}")  # orjson checks the bytes are UTF-8
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(obj, dict):
+        if not isinstance(obj, dict) or not obj:  # "{" + ',"body":…': no member before the comma, not JSON
             return None
         obj[known.member] = known.value
         return obj, known, len(parts[0])
@@ -420,7 +421,11 @@ class LineParser:
             return None
         if value != current:
             return None
-        known = self._body_texts.add(_KnownBody(tail, current, member, _canonical(current) if member == "body" else b""), len(tail))
+        try:
+            canonical = _canonical(current) if member == "body" else b""
+        except orjson.JSONEncodeError:  # too deep to store: the line's verdict says so (_verdict)
+            return None
+        known = self._body_texts.add(_KnownBody(tail, current, member, canonical), len(tail))
         return known, len(prefix)
 
     def _known_raw(self, body_b64: str) -> _KnownRaw:
@@ -542,8 +547,8 @@ class LineParser:
         event["broker_name"] = ext.get("brokerName")
         event["broker_addr"] = ext.get("brokerAddr")
         event["cluster_name"] = ext.get("clusterName")
-        # int() reads exactly the texts _check_header let through (a sign, decimal digits of any script)
-        event["broker_id"] = int(ext["brokerId"]) if "brokerId" in ext else None
+        # the texts _check_header let through (a sign, decimal digits of any script, within a long)
+        event["broker_id"] = parse_java_integer(ext["brokerId"], INTEGER_HEADER["brokerId"]) if "brokerId" in ext else None
         event["topic"] = ext.get("topic")
         body = _optional(obj, "body", _is_obj, "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")
@@ -629,7 +634,7 @@ class LineParser:
                 try:
                     parsed = parse_fastjson(raw)
                 except ValueError as exc:
-                    raise _Reject("undecodable_body", "body_b64 is not JSON") from exc
+                    raise _Reject("undecodable_body", f"body_b64 is not JSON ({exc})") from exc
         if parsed is None:
             return
         if code == QUERY_DATA_VERSION:
@@ -649,7 +654,7 @@ class LineParser:
         if body_b64 is not None:
             known_raw = self._known_raw(body_b64)
             raw = known_raw.raw
-            crc = int(ext.get("bodyCrc32", "0"))  # as broker_id: checked by _check_header
+            crc = parse_java_integer(ext.get("bodyCrc32", "0"), INTEGER_HEADER["bodyCrc32"])  # as broker_id: checked by _check_header
             if crc != 0 and crc != known_raw.crc:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
             if not raw:  # zero bytes are no body (Java reads them as null), checked against the CRC as above

@@ -361,6 +361,9 @@ def start(version: str, config: dict[str, Any]) -> dict[str, Any]:
         ("5.3.3", {"scanNotActiveBrokerInterval": True}, "config scanNotActiveBrokerInterval must be an integer, got 'true'"),
         ("5.3.3", {"scanNotActiveBrokerInterval": 1.5}, "config scanNotActiveBrokerInterval must be an integer, got '1.5'"),
         ("5.3.3", {"scanNotActiveBrokerInterval": "99999999999999999999"}, "config scanNotActiveBrokerInterval is out of range of a Java long, got '99999999999999999999'"),
+        ("5.3.3", {"scanNotActiveBrokerInterval": "--5"}, "config scanNotActiveBrokerInterval must be an integer, got '--5'"),
+        # beyond the 4,300 digits Python's int() reads; the value shown cut short
+        ("5.3.3", {"scanNotActiveBrokerInterval": "1" * 5000}, "config scanNotActiveBrokerInterval is out of range of a Java long, got '" + "1" * 56 + "..."),
     ],
 )
 def test_a_start_record_the_model_cannot_start_from_is_quarantined(version: str, config: dict[str, Any], problem: str) -> None:
@@ -369,6 +372,14 @@ def test_a_start_record_the_model_cannot_start_from_is_quarantined(version: str,
     with pytest.raises(ValueError, match="^" + problem.replace("(", r"\(").replace(")", r"\)") + "$"):
         # what the replay feeds the model: the record as stored (config values as strings)
         NameServer("rocketmq-5", {}, 0).apply(start(version, {k: json.dumps(v) if not isinstance(v, str) else v for k, v in config.items()}))
+
+
+def test_a_start_record_number_with_thousands_of_leading_zeros_is_read_as_long_parse_long_reads_it() -> None:
+    r = row(start("5.3.3", {"scanNotActiveBrokerInterval": "0" * 5000 + "7000"}))
+    assert r["status"] == "accepted", r
+    ns = NameServer("rocketmq-5", {}, 0)
+    ns.apply(start(r["rocketmq_version"], r["config"]))
+    assert ns.config.scanNotActiveBrokerInterval == 7000
 
 
 def test_a_start_record_the_model_accepts_is_stored_as_it_reads_it() -> None:

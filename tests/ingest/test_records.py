@@ -2,17 +2,21 @@
 
 import base64
 import json
+import zlib
 
 import pytest
 
 from line_parsers import BODY, parser
 from nsreplay.protocol.register_body import (
+    RegisterBody,
+    TopicConfig,
     body_crc32,
     encode_compressed_register_body,
     encode_json_register_body,
     encode_register_body_bytes,
 )
 from nsreplay.config import load_settings
+from pipelines.ingest.bronze_form import STORED_BODY_MIN_BYTES
 from pipelines.ingest.records import Accepted, LineParser, ParserLimits, Rejected
 
 
@@ -28,6 +32,10 @@ def register(**overrides) -> dict:
     }
     record.update(overrides)
     return record
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
 
 
 def parse(record_or_text, p: LineParser | None = None):
@@ -151,7 +159,9 @@ def test_other_kinds() -> None:
     assert json.loads(qdv.event["body"]) == {"counter": 3, "stateVersion": 0, "timestamp": 5} and qdv.event.get("body_id") is None
 
 
-BODY_TEXT = json.dumps(encode_json_register_body(BODY), separators=(",", ":"))
+# a body the parser learns for its fast path: STORED_BODY_MIN_BYTES or more of JSON text
+FAST_BODY = RegisterBody(BODY.data_version, tuple(TopicConfig(f"t-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+BODY_TEXT = json.dumps(encode_json_register_body(FAST_BODY), separators=(",", ":"))
 PREFIX = json.dumps({k: v for k, v in register().items() if k != "body"})[:-1]
 
 
@@ -165,9 +175,12 @@ PREFIX = json.dumps({k: v for k, v in register().items() if k != "body"})[:-1]
         PREFIX[:-5] + ',"body":' + BODY_TEXT + "}",                              # broken prefix
         PREFIX + ',"body":' + BODY_TEXT + "}}",                                  # trailing garbage
         PREFIX.replace('"ts": 1732147200123', '"ts": "1732147200123"') + ',"body":' + BODY_TEXT + "}",
+        '{,"body":' + BODY_TEXT + "}",                                         # no member before the comma
+        '{ ,"body":' + BODY_TEXT + "}",
     ],
 )
 def test_the_repeated_body_fast_path_agrees_with_a_full_parse(line: str) -> None:
+    assert len(BODY_TEXT) >= STORED_BODY_MIN_BYTES  # else no line below would take the fast path
     warm = parser()
     warm.parse(PREFIX + ',"body":' + BODY_TEXT + "}")  # teaches the parser this body text
     cold = parser().parse(line)
@@ -182,18 +195,24 @@ def _nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
-@pytest.mark.parametrize("where", ["channel member", "response body", "start config", "register body member", "admin body"])
+@pytest.mark.parametrize(
+    "where", ["channel member", "response body", "start config", "register body member", "admin body", "large response body", "large admin body"]
+)
 def test_a_value_nested_deeper_than_can_be_stored_is_quarantined_not_raised(where: str) -> None:
     """orjson reads 1,024 levels but writes 254: a record whose identity or stored text needs a
-    deeper value is quarantined as too_deep, with its NameServer and ts, rather than failing the run."""
+    deeper value is quarantined as too_deep, with its NameServer and ts, rather than failing the run.
+    A large last ``body`` (1 KiB or more, which the parser learns for its fast path) too."""
     deep = _nested(300)
     head = '"namesrv":"10.0.0.10:9876","ts":1732147200123'
+    pad = '"pad":"' + "x" * 1100 + '"'
     text = {
         "channel member": f'{{{head},"kind":"channel","event":"CLOSE","conn":"c","remote":"10.0.1.5:1","x":{deep}}}',
         "response body": f'{{{head},"kind":"response","code":0,"opaque":1,"conn":"c","body":{{"x":{deep}}}}}',
         "start config": f'{{{head},"kind":"namesrv_start","rocketmq_version":"4.9.4","config":{{"x":{deep}}}}}',
         "register body member": json.dumps(register())[:-2] + f',"ignored":{deep}}}}}',
         "admin body": f'{{{head},"kind":"request","code":217,"version":479,"opaque":1,"conn":"c","extFields":{{"topic":"t"}},"body":{{"queueDatas":[],"x":{deep}}}}}',
+        "large response body": f'{{{head},"kind":"response","code":0,"opaque":1,"conn":"c","body":{{{pad},"x":{deep}}}}}',
+        "large admin body": f'{{{head},"kind":"request","code":217,"version":479,"opaque":1,"conn":"c","extFields":{{"topic":"t"}},"body":{{"queueDatas":[],{pad},"x":{deep}}}}}',
     }[where]
     json.loads(text)  # valid JSON
     verdict = parse(text)
@@ -201,6 +220,61 @@ def test_a_value_nested_deeper_than_can_be_stored_is_quarantined_not_raised(wher
     assert (verdict.reason, verdict.namesrv, verdict.ts) == ("too_deep", "10.0.0.10:9876", 1732147200123), verdict.detail
     shallow = parse(text.replace(deep, _nested(200)))
     assert isinstance(shallow, Accepted), shallow
+
+
+def _compressed(dv_json: bytes, entries: list[bytes]) -> bytes:
+    """A compressed register body (semantics spec §8) from its parts, without the mapping section."""
+    chunk = lambda data: len(data).to_bytes(4, "big", signed=True) + data  # noqa: E731
+    return zlib.compress(chunk(dv_json) + len(entries).to_bytes(4, "big") + b"".join(map(chunk, entries)) + chunk(b"[]"))
+
+
+@pytest.mark.parametrize("where", ["register body", "compressed dataVersion", "data version body", "admin body"])
+def test_a_raw_body_nested_deeper_than_python_reads_is_quarantined_not_raised(where: str) -> None:
+    """JSON in ``body_b64`` is read with Python's json module, whose stack ends near 1,000 levels: a
+    body nested deeper is undecodable (quarantined with its NameServer and ts), not a crash of the run."""
+    deep = _nested(1100).encode()
+    ext = register()["extFields"]
+    record = {
+        "register body": register(body=None, body_b64=_b64(b'{"filterServerList":' + deep + b"}")),
+        "compressed dataVersion": register(body=None, version=400, body_b64=_b64(_compressed(deep, [])), extFields={**ext, "compressed": "true"}),
+        "data version body": register(code=322, body=None, body_b64=_b64(deep), extFields={"brokerAddr": "10.0.1.5:10911", "clusterName": "C"}),
+        "admin body": register(code=217, body=None, body_b64=_b64(b'{"queueDatas":' + deep + b"}"), extFields={"topic": "t"}),
+    }[where]
+    verdict = parse(record)
+    assert isinstance(verdict, Rejected), verdict
+    assert (verdict.reason, verdict.namesrv, verdict.ts) == ("undecodable_body", "10.0.0.10:9876", 1732147200123)
+    assert "too deeply" in verdict.detail, verdict.detail
+
+
+@pytest.mark.parametrize(
+    "key, text, outcome",
+    [
+        ("brokerId", "1" * 5000, "wrong_type"),
+        ("brokerId", "0" * 5000 + "1", 1),           # Long.parseLong reads any number of leading zeros
+        ("brokerId", "٠" * 5000 + "٢", 2),           # of any script
+        ("bodyCrc32", "7" * 5000, "wrong_type"),
+        ("heartbeatTimeoutMillis", "-" + "9" * 4400, "wrong_type"),
+    ],
+)
+def test_integer_headers_longer_than_python_reads_are_read_as_java_reads_them(key: str, text: str, outcome) -> None:
+    """Python's int() refuses more than 4,300 digits; Java reads them (leading zeros) or refuses them
+    as out of range. Either way the line gets a verdict: never an exception that stops the run."""
+    verdict = parse(register(extFields={**register()["extFields"], key: text}))
+    if isinstance(outcome, str):
+        assert isinstance(verdict, Rejected) and verdict.reason == outcome and "out of range" in verdict.detail, verdict
+    else:
+        assert isinstance(verdict, Accepted) and verdict.event["broker_id"] == outcome, verdict
+
+
+@pytest.mark.parametrize("read, outcome", [("8" * 5000, None), ("0" * 5000 + "8", 8)])
+def test_compressed_topic_numbers_longer_than_python_reads_are_read_as_java_reads_them(read: str, outcome: int | None) -> None:
+    entry = f"orders {read} 8 6 SINGLE_TAG".encode()
+    raw = _compressed(b'{"counter":3,"stateVersion":0,"timestamp":1732147100000}', [entry])
+    verdict = parse(register(body=None, version=400, body_b64=_b64(raw), extFields={**register()["extFields"], "compressed": "true"}))
+    if outcome is None:
+        assert isinstance(verdict, Rejected) and verdict.reason == "undecodable_body" and "out of range" in verdict.detail, verdict
+    else:
+        assert isinstance(verdict, Accepted) and verdict.new_body.body.topic_configs[0].read_queue_nums == outcome, verdict
 
 
 def test_a_member_given_as_null_is_the_same_record_as_one_without_it() -> None:

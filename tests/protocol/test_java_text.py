@@ -26,7 +26,10 @@ JAVA_TEXT = Path(__file__).with_name("JavaText.java")
 NUMBER_ALPHABET = ["0", "1", "7", "9", "+", "-", " ", "\t", "\n", "_", "١", "٣", "２", "߀", "๑", "০", "\U0001d7d8", "²", "a"]
 EDGES = ["", "+", "-", "+-1", "--1", "0", "-0", "+7", "007", "12_3", " 1", "1 ", "1\n", "\t1", "١٢٣", "１２", "1\U0001d7cf",
          "²", "0x10", "1e3", str(INT_MAX), str(INT_MAX + 1), str(INT_MIN), str(INT_MIN - 1), str(LONG_MAX),
-         str(LONG_MAX + 1), str(LONG_MIN), str(LONG_MIN - 1), "+" + str(LONG_MAX), "0" * 40 + "5"]
+         str(LONG_MAX + 1), str(LONG_MIN), str(LONG_MIN - 1), "+" + str(LONG_MAX), "0" * 40 + "5",
+         # longer than the 4,300 digits Python's int() reads: leading zeros (of any script) are read by Java
+         "0" * 5000 + "5", "-" + "0" * 5000 + str(-LONG_MIN), "+" + "0" * 5000, "٠" * 5000 + "١٢", "0" * 5000 + str(LONG_MAX + 1),
+         "1" * 5000, "-" + "9" * 4400]
 # Malformed UTF-8: a lone continuation byte, an overlong form, a UTF-16 surrogate, a code point
 # beyond U+10FFFF, sequences cut short, bytes that never start one.
 BAD_UTF8 = [b"\x80", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\xf0\x9f\x98", b"\xff", b"a\xfeb", b"\xc3"]
