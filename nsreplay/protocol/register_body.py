@@ -56,6 +56,8 @@ __all__ = [
     "RegisterBody",
     "body_crc32",
     "MAX_INFLATED_BODY_BYTES",
+    "LEGACY_WRAPPER_MAX_VERSION",
+    "STATIC_MAPPING_VERSION",
     "decode_register_body",
     "decode_json_register_body",
     "decode_data_version",
@@ -338,8 +340,10 @@ def _mapping_section(reader: _Reader) -> tuple[bool, str | None]:
 
 
 def decode_register_body(raw: bytes, *, compressed: bool, version: int) -> RegisterBody:
-    """Decode raw body bytes as the NameServer would: compressed only when the header says so."""
-    if compressed:
+    """Decode raw body bytes as the NameServer would: compressed only when the header says so, and
+    never below version 37, whose bodies the NameServer reads as a bare wrapper in JSON whatever the
+    header says (its pre-3.0.11 path, in 4.9 and 5.x alike)."""
+    if compressed and version >= LEGACY_WRAPPER_MAX_VERSION:
         return _decode_compressed(raw, version)
     return decode_json_register_body(_json_text(raw, "body"), version=version)
 

@@ -47,6 +47,7 @@ from nsreplay.model.requests import optional_integer_header
 from nsreplay.model.tables import NamesrvConfig
 from nsreplay.protocol.java_numbers import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_java_integer_text, parse_java_integer
 from nsreplay.protocol.register_body import (
+    LEGACY_WRAPPER_MAX_VERSION,
     STATIC_MAPPING_VERSION,
     BodyDecodeError,
     RegisterBody,
@@ -659,8 +660,10 @@ class LineParser:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
             if not raw:  # zero bytes are no body (Java reads them as null), checked against the CRC as above
                 return None
-            compressed = ext.get("compressed", "").lower() == "true"  # Boolean.parseBoolean, as the NameServer reads it
-            encoding = "compressed" if compressed else ("legacy_wrapper" if version < 37 else "json")
+            # Boolean.parseBoolean, as the NameServer reads it; a request below version 37 is read as a
+            # bare wrapper in JSON whatever the header says (the NameServer's pre-3.0.11 path)
+            compressed = ext.get("compressed", "").lower() == "true" and version >= LEGACY_WRAPPER_MAX_VERSION
+            encoding = "compressed" if compressed else ("legacy_wrapper" if version < LEGACY_WRAPPER_MAX_VERSION else "json")
             # the same compressed bytes decode differently from version 413 on (the mapping section)
             form = "compressed@413" if compressed and version >= STATIC_MAPPING_VERSION else encoding
             body_id = known_raw.ids.get(form)
@@ -669,7 +672,7 @@ class LineParser:
             return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_register_body(raw, compressed=compressed, version=version), len(raw)))
         if body is None:
             return None
-        encoding = "legacy_wrapper" if version < 37 else "json"
+        encoding = "legacy_wrapper" if version < LEGACY_WRAPPER_MAX_VERSION else "json"
         canonical = self._canonical_body(body)
         body_id = self._body_digest(body, encoding, lambda c: (b"json", encoding.encode(), c))
         return self._remember(event, body_id, lambda: DecodedBody(body_id, encoding, decode_json_register_body(body, version=version), len(canonical)))

@@ -277,6 +277,22 @@ def test_compressed_topic_numbers_longer_than_python_reads_are_read_as_java_read
         assert isinstance(verdict, Accepted) and verdict.new_body.body.topic_configs[0].read_queue_nums == outcome, verdict
 
 
+def test_below_version_37_the_body_is_a_bare_wrapper_whatever_the_compressed_header_says() -> None:
+    """The NameServer's pre-3.0.11 path (version < 37) reads the body as JSON without looking at
+    ``compressed`` (semantics spec §2, §8): such a line is accepted as the same bare wrapper as with
+    compressed=false, and a zlib body at that version is undecodable."""
+    legacy = RegisterBody(BODY.data_version, BODY.topic_configs, (), legacy_wrapper=True)
+    raw = encode_register_body_bytes(legacy)
+    ext = {**register()["extFields"], "bodyCrc32": "0"}
+    plain = parse(register(version=36, body=None, body_b64=_b64(raw), extFields={**ext, "compressed": "false"}))
+    flagged = parse(register(version=36, body=None, body_b64=_b64(raw), extFields={**ext, "compressed": "true"}))
+    assert isinstance(plain, Accepted) and isinstance(flagged, Accepted), (plain, flagged)
+    assert flagged.new_body.encoding == "legacy_wrapper" and flagged.new_body.body == plain.new_body.body == legacy
+    assert flagged.event["body_id"] == plain.event["body_id"]
+    zlib_body = parse(register(version=36, body=None, body_b64=_b64(encode_compressed_register_body(BODY)), extFields={**ext, "compressed": "true"}))
+    assert isinstance(zlib_body, Rejected) and zlib_body.reason == "undecodable_body", zlib_body
+
+
 def test_a_member_given_as_null_is_the_same_record_as_one_without_it() -> None:
     """The duplicate rule (a record equal in every field): ``"seq": null`` is an absent seq, as the
     parser reads it, so the two lines are one record."""

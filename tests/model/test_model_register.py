@@ -375,6 +375,24 @@ def test_filter_server_list_store_remove_and_legacy_untouched(profile: str) -> N
     assert ns.snapshot().filterServerTable == {}
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_below_version_37_the_compressed_header_is_not_read(profile: str) -> None:
+    """A request below version 37 takes the NameServer's pre-3.0.11 path in 4.9 and 5.x alike, which
+    reads the body as a bare wrapper in JSON whatever ``compressed`` says (spec §2 step 7, §8): JSON
+    bytes sent with compressed=true register their topics and leave the filter servers as they were,
+    and a zlib body at that version is not a JSON body (SYSTEM_ERROR, nothing changes)."""
+    ns = NameServer(profile, {}, T0)
+    key = live_key(profile)
+    ns.apply(reg(T0, profile, topics=["t", TBW], filter_servers=["f:1"]))
+    before = ns.snapshot()
+    zlib_body = ns.apply(reg(T0 + 1, profile, topics=["t", "u", TBW], dv=(0, 1, 2), form="compressed", version=36))
+    assert zlib_body.code == ResponseCode.SYSTEM_ERROR and ns.snapshot() == before
+    outcome = ns.apply(reg(T0 + 2, profile, topics=["t", "u", TBW], dv=(0, 1, 3), form="raw", compressed_flag=True, version=36))
+    assert outcome.code == ResponseCode.SUCCESS
+    assert set(ns.snapshot().topicQueueTable) == {"t", "u", TBW[0]}
+    assert ns.snapshot().filterServerTable == {key: ("f:1",)}
+
+
 # ----------------------------------------------------------------------------------- heartbeats (§3)
 
 

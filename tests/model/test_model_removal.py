@@ -169,6 +169,21 @@ def test_5x_master_death_with_acting_master_wipes_write_perm(support: bool) -> N
     assert ns.snapshot().topicQueueTable["t"]["b"].perm == 6
 
 
+def test_5x_a_group_left_with_a_negative_id_keeps_its_write_perm() -> None:
+    """§5 step 4 as the NameServer tests it (``isNoMasterExists``: the smallest id left is above 0;
+    docs/spec-questions.md, question 15): a member with id -1 left alone is not "no master"."""
+    ns = NameServer("rocketmq-5", {"supportActingMaster": True}, T0)
+    ns.apply(reg(T0, "rocketmq-5", addr="n:1", broker_id=-1, enable_acting_master=True))  # a prime slave: perm 4
+    ns.apply(reg(T0 + 1_000, "rocketmq-5", addr="m:1", enable_acting_master=True))  # the master: perm 6
+    ns.apply(reg(T0 + 60_000, "rocketmq-5", addr="n:1", broker_id=-1, enable_acting_master=True))
+    assert ns.snapshot().topicQueueTable["t"]["b"].perm == 6
+    assert [r.brokerAddr for r in ns.scan(T0 + 121_001)] == ["m:1"]
+    assert dict(ns.snapshot().brokerAddrTable["b"].brokerAddrs) == {-1: "n:1"}
+    assert ns.snapshot().topicQueueTable["t"]["b"].perm == 6
+    route = route_data(ns, "t")
+    assert route is not None and route["brokerDatas"][0]["brokerAddrs"] == {-1: "n:1"}
+
+
 # ----------------------------------------------------------------------------------- channel events
 
 
