@@ -73,11 +73,12 @@ class Answer:
         return None if self.body is None else parse_fastjson(self.body)
 
 
-def topic_not_exist_remark(topic: str, profile: str = PROFILE_49) -> str:
+def topic_not_exist_remark(topic: str | None, profile: str = PROFILE_49) -> str:
     """The remark of TOPIC_NOT_EXIST: the message plus ``FAQUrl.suggestTodo(APPLY_TOPIC_URL)``, whose
-    link differs between the profiles."""
+    link differs between the profiles. A ``None`` topic (a request without extFields) reads "null",
+    as Java's string concatenation writes a null reference."""
     url = APPLY_TOPIC_URL_5 if profile == PROFILE_5 else APPLY_TOPIC_URL
-    return f"No topic route info in name server for the topic: {topic}\nSee {url} for further details."
+    return f"No topic route info in name server for the topic: {'null' if topic is None else topic}\nSee {url} for further details."
 
 
 def _snapshot_of(state: object) -> Snapshot:
@@ -89,9 +90,10 @@ def _snapshot_of(state: object) -> Snapshot:
 # ------------------------------------------------------------------------------------ answers
 
 
-def route_data(state: object, topic: str) -> dict[str, Any] | None:
+def route_data(state: object, topic: str | None) -> dict[str, Any] | None:
     """The TopicRouteData of ``topic`` as Python values (``brokerAddrs`` keyed by int), or ``None``
-    when the topic is absent or none of its brokerNames has a BrokerData (spec §7)."""
+    when the topic is absent (always so for a ``None`` topic) or none of its brokerNames has a
+    BrokerData (spec §7)."""
     snap = _snapshot_of(state)
     by_name = snap.topicQueueTable.get(topic)
     if not by_name:
@@ -112,9 +114,10 @@ def route_data(state: object, topic: str) -> dict[str, Any] | None:
     }
 
 
-def route_info(state: object, topic: str, *, request_version: int, shape: Shape = "auto") -> Answer:
+def route_info(state: object, topic: str | None, *, request_version: int, shape: Shape = "auto") -> Answer:
     """GET_ROUTEINFO_BY_TOPIC (105): SUCCESS with the TopicRouteData (standard JSON when
-    ``request_version`` >= 401, legacy otherwise, unless ``shape`` says), or TOPIC_NOT_EXIST."""
+    ``request_version`` >= 401, legacy otherwise, unless ``shape`` says), or TOPIC_NOT_EXIST (for a
+    ``None`` topic too: a request without extFields, whose header Java does not check)."""
     data = route_data(state, topic)
     if data is None:
         return Answer(ResponseCode.TOPIC_NOT_EXIST, None, topic_not_exist_remark(topic, _snapshot_of(state).profile))

@@ -665,7 +665,7 @@ class RouteIndex:
 
     # -- RouteSource ----------------------------------------------------------------------------------
 
-    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int, shape: Shape = "auto") -> Answer:
+    def route(self, namesrv: str, topic: str | None, t: int | None, *, request_version: int, shape: Shape = "auto") -> Answer:
         """GET_ROUTEINFO_BY_TOPIC at ``t`` (HistorySource.route, faster).
 
         The answer only changes at the instants of :meth:`_route_instants` (where a row it is made of

@@ -7,12 +7,14 @@ and answers, for one NameServer ``namesrv``, what it would have answered at one 
   else the server's ``as_of``, else (``None``) the latest published state;
 * GET_ROUTEINFO_BY_TOPIC (105, extField ``topic``) → SUCCESS with the TopicRouteData (standard JSON for
   request version ≥ 401 or extField ``acceptStandardJsonOnly`` ``true``, legacy shape otherwise), or
-  TOPIC_NOT_EXIST (17) with the NameServer's remark;
+  TOPIC_NOT_EXIST (17) with the NameServer's remark; a 105 without any extFields is TOPIC_NOT_EXIST
+  for the topic "null", as the NameServer checks no header field then;
 * GET_BROKER_CLUSTER_INFO (106) and GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) → SUCCESS with the body;
 * every other request code → REQUEST_CODE_NOT_SUPPORTED (3), remark naming the code and what is served;
 * SYSTEM_ERROR (1) when the question cannot be answered: a bad ``asOf`` (remark ``bad asOf: …``), an
   instant outside the covered range or an unknown NameServer (remark ``no history there: …`` with the
-  covered range), a 105 without ``topic``, an answer too large for a frame, or a failing source;
+  covered range), a 105 whose extFields have no ``topic``, an answer too large for a frame, or a
+  failing source;
 * oneway requests (flag bit 1) get no response, whatever their code; frames that are themselves
   responses (flag bit 0) are ignored.
 
@@ -109,8 +111,9 @@ def answer_request(request: RemotingCommand, source: RouteSource, *, namesrv: st
     try:
         if request.code == GET_ROUTEINFO_BY_TOPIC:
             topic = request.ext("topic")
-            if topic is None:
+            if topic is None and request.ext_fields is not None:  # the header's @CFNotNull check fails
                 return _error(request, ResponseCode.SYSTEM_ERROR, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'")
+            # without any extFields Java checks no header field: the topic is null, and not found
             # extField acceptStandardJsonOnly "true" (Boolean.parseBoolean: any case) asks for standard
             # JSON whatever the version, in 4.9.4 as in 5.x
             standard_only = (request.ext("acceptStandardJsonOnly") or "").lower() == "true"

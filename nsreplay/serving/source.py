@@ -26,7 +26,9 @@ class RouteSource(Protocol):
 
     def coverage(self) -> list[Coverage]: ...
 
-    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int) -> Answer: ...
+    def route(self, namesrv: str, topic: str | None, t: int | None, *, request_version: int) -> Answer:
+        """GET_ROUTEINFO_BY_TOPIC; a ``None`` topic (a request without extFields) is not found."""
+        ...
 
     def cluster(self, namesrv: str, t: int | None, *, request_version: int) -> Answer: ...
 
@@ -39,7 +41,7 @@ class SnapshotSource:
     def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
         raise NotImplementedError
 
-    def route(self, namesrv: str, topic: str, t: int | None, *, request_version: int) -> Answer:
+    def route(self, namesrv: str, topic: str | None, t: int | None, *, request_version: int) -> Answer:
         return route_info(self.snapshot(namesrv, t), topic, request_version=request_version)
 
     def cluster(self, namesrv: str, t: int | None, *, request_version: int) -> Answer:

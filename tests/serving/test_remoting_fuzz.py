@@ -297,7 +297,7 @@ def spec_reply(cmd: RemotingCommand) -> tuple[RemotingCommand, str | None] | Non
         return reply(1, None, REMARK_BAD_AS_OF)
     try:
         if cmd.code == 105:
-            if cmd.ext("topic") is None:
+            if cmd.ext("topic") is None and cmd.ext_fields is not None:  # no extFields: Java's null topic, not found
                 return reply(1, None, REMARK_NO_TOPIC)
             standard_only = (cmd.ext("acceptStandardJsonOnly") or "").lower() == "true"
             answer = SOURCE.route(NS, cmd.ext("topic"), t, request_version=max(cmd.version, 401) if standard_only else cmd.version)

@@ -142,8 +142,17 @@ def test_errors_unsupported_codes_and_read_only(remoting_source):
             assert before.code == 1 and f"[{cov.from_ts}, {cov.to_ts}]" in before.remark
             bad = client.route(topic, as_of="yesterday", serialize_type=st)
             assert bad.code == 1 and bad.remark.startswith("bad asOf: not a time: 'yesterday'")
-            no_topic = client.request(question(105, serialize_type=st))
-            assert (no_topic.code, no_topic.remark) == (1, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'")
+            # extFields without a topic fail the header's check; without any extFields (a binary header's
+            # empty map is none), Java checks no field and looks the null topic up: not found
+            for ext in ({"asOf": str(cov.to_ts)},) + (({},) if st == JSON else ()):
+                no_topic = client.request(RemotingCommand(code=105, ext_fields=ext, serialize_type=st))
+                assert (no_topic.code, no_topic.remark) == (1, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'"), ext
+            for ext in (None,) + (({},) if st == ROCKETMQ else ()):
+                null_topic = client.request(RemotingCommand(code=105, ext_fields=ext, serialize_type=st))
+                profile = next(c.profile for c in remoting_source.coverage() if c.namesrv == cov.namesrv)
+                assert (null_topic.code, null_topic.body) == (17, None), ext
+                assert null_topic.remark == topic_not_exist_remark(None, profile)
+                assert null_topic.remark.startswith("No topic route info in name server for the topic: null\n")
             # writes and everything else: REQUEST_CODE_NOT_SUPPORTED, nothing changes
             for code in (103, 104, 216, 205, 100, 0, 34, 10, -1, 30000):
                 body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": {}}}).encode()
