@@ -81,6 +81,7 @@ REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
 INTEGER_HEADER: Mapping[str, int] = {"brokerId": 64, "bodyCrc32": 32, "heartbeatTimeoutMillis": 64}
 _MAX_DETAIL = 200  # characters of a model's message kept in a quarantine detail
 _MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
+_DEPTH_LIMIT = "depth limit exceeded"  # how orjson's error begins for JSON nested over 1,024 levels
 INT32 = (INT_MIN, INT_MAX)
 INT64 = (LONG_MIN, LONG_MAX)
 _T = TypeVar("_T")
@@ -480,6 +481,8 @@ class LineParser:
         try:
             obj = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
+            if str(exc).startswith(_DEPTH_LIMIT):  # more than 1,024 levels: not read, whatever follows
+                return ParsedLine(Rejected("too_deep", f"a value nested too deeply to be read ({str(exc)[:200]})"))
             return ParsedLine(Rejected("invalid_json", f"not valid JSON: {str(exc)[:200]}"))
         if not isinstance(obj, dict):
             return ParsedLine(Rejected("not_an_object", f"a JSON {type(obj).__name__}, not an object"))

@@ -222,6 +222,15 @@ def test_a_value_nested_deeper_than_can_be_stored_is_quarantined_not_raised(wher
     assert isinstance(shallow, Accepted), shallow
 
 
+@pytest.mark.parametrize("tail", ["]" * 1100 + "}", "]" * 1099 + "}"])
+def test_a_line_nested_deeper_than_json_is_read_is_too_deep_not_invalid(tail: str) -> None:
+    """orjson reads 1,024 levels: a line nested deeper is too deep to be read (whether or not the rest
+    of it is well formed, which is not known), with the same reason as one too deep to be stored."""
+    verdict = parse('{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","x":' + "[" * 1100 + tail)
+    assert isinstance(verdict, Rejected) and verdict.reason == "too_deep", verdict
+    assert verdict.detail.startswith("a value nested too deeply to be read (depth limit exceeded"), verdict.detail
+
+
 def _compressed(dv_json: bytes, entries: list[bytes]) -> bytes:
     """A compressed register body (semantics spec §8) from its parts, without the mapping section."""
     chunk = lambda data: len(data).to_bytes(4, "big", signed=True) + data  # noqa: E731
