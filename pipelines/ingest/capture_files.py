@@ -4,7 +4,8 @@ Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3a://`` or ``s3://``
 ``pyarrow.fs`` (:func:`nsreplay.storage.filesystem.arrow_filesystem`), so a capture on any filesystem
 pyarrow reaches can be read by the executors. In a directory, files and folders whose name starts
 with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
-reads every file it matches.
+reads every file it matches (not the directories). A local entry that is not a regular file (a
+dangling link, a link loop, a FIFO) is listed, and read as an ``unreadable_file`` line, in either form.
 
 A path that names nothing, and a glob that matches no file, are errors (:class:`CaptureNotFoundError`:
 a typo must not pass for an hour without traffic). An existing directory that holds no capture file
@@ -67,6 +68,18 @@ def _wanted(name: str) -> bool:
     return not _hidden(name) and name.endswith(CAPTURE_SUFFIXES)
 
 
+def _walk(directory: str) -> list[str]:
+    """The capture files below ``directory`` (names starting with ``.`` or ``_`` skipped, and folders
+    so named not entered). A directory os.walk cannot list is kept as a path of its own: reading it
+    fails, so its unreadable_file line says what was not read instead of the files inside vanishing."""
+    unlisted: list[str] = []
+    paths = []
+    for d, dirs, names in os.walk(directory, onerror=lambda e: unlisted.append(e.filename)):
+        dirs[:] = [n for n in dirs if not _hidden(n)]  # not entered, like such files are not read
+        paths += [os.path.join(d, n) for n in names if _wanted(n)]
+    return paths + unlisted
+
+
 def list_capture_files(spec: str) -> list[CaptureFile]:
     """Every capture file ``spec`` names, sorted by path; ``[]`` for a directory without one. Raises
     CaptureNotFoundError when ``spec`` names no file or directory, or is a glob that matches no file."""
@@ -74,20 +87,17 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
         return _list_remote(spec)
     spec = _local(spec)
     if os.path.isdir(spec):
-        # A directory os.walk cannot list is kept as a path of its own: reading it fails, so its
-        # unreadable_file line says what was not read instead of the files inside vanishing.
-        unlisted: list[str] = []
-        paths = []
-        for d, dirs, names in os.walk(spec, onerror=lambda e: unlisted.append(e.filename)):
-            dirs[:] = [n for n in dirs if not _hidden(n)]  # not entered, like such files are not read
-            paths += [os.path.join(d, n) for n in names if _wanted(n)]
-        paths += unlisted
+        paths = _walk(spec)
         if not paths:
             return []
     elif os.path.isfile(spec):
         paths = [spec]
     else:
-        paths = [p for p in glob.glob(spec, recursive=True) if os.path.isfile(p)]
+        # A glob names files, not directories; what it matches that is not a regular file (a dangling
+        # link, a link loop, a FIFO) is listed, to be read as an unreadable_file line, as the
+        # directory form lists it, rather than left out without a trace.
+        # (glob.glob also yields "x/" for "x/**" when x is a file or absent: lexists refuses both)
+        paths = [p for p in glob.glob(spec, recursive=True) if os.path.lexists(p) and not os.path.isdir(p)]
     if not paths:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     files = []

@@ -81,6 +81,7 @@ REQUIRED_HEADER: Mapping[int, tuple[str, ...]] = {
 INTEGER_HEADER: Mapping[str, int] = {"brokerId": 64, "bodyCrc32": 32, "heartbeatTimeoutMillis": 64}
 _MAX_DETAIL = 200  # characters of a model's message kept in a quarantine detail
 _MAX_VALID_HEADERS = 65536  # (code, header) pairs a parser remembers as valid
+_JSON_WHITESPACE = " \t\r\n"  # the only whitespace JSON has (RFC 8259)
 _DEPTH_LIMIT = "depth limit exceeded"  # how orjson's error begins for JSON nested over 1,024 levels
 INT32 = (INT_MIN, INT_MAX)
 INT64 = (LONG_MIN, LONG_MAX)
@@ -476,7 +477,7 @@ class LineParser:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return ParsedLine(Rejected("invalid_utf8", "the line is not valid UTF-8"))
-        if not text.strip():
+        if not text.strip(_JSON_WHITESPACE):  # Python's whitespace also takes \x1c-\x1f, \x0b and \x0c
             return ParsedLine(Rejected("empty_line", "the line is empty"))
         try:
             obj = orjson.loads(text)

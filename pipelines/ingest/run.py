@@ -151,7 +151,8 @@ class IngestResult:
             return ""
         return (
             f"discarded the rows of {len(self.discarded)} ingest run(s) that stopped before they finished "
-            f"({', '.join(self.discarded)}); their files were read again by this run"
+            f"({', '.join(self.discarded)}); their files count as not read: those among this run's captures were "
+            "read by it, any other is read by the next ingest that is given it"
         )
 
 
@@ -300,7 +301,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         clock.lap("dedup, bodies")
         spans = {r.namesrv: (r.first, r.last) for r in events.groupBy("namesrv").agg(F.min("ts").alias("first"), F.max("ts").alias("last")).collect()} if n_events else {}  # one row per NameServer
         window = (min(f for f, _ in spans.values()), max(t for _, t in spans.values())) if spans else (None, None)
-        metrics = RunMetrics(lines_read, n_events, accepted_total - n_events, by_status.get("quarantined", 0))
+        metrics = RunMetrics(lines_read, n_events, accepted_total - n_events, by_status.get("quarantined", 0), by_reason.get("unreadable_file", 0))
         report = validate_ingest(
             spark,
             run_id=run_id,

@@ -49,10 +49,23 @@ class QualityReport:
 
 @dataclass(frozen=True)
 class RunMetrics:
+    """An ingest run's line counts. ``unreadable_files``: the ``unreadable_file`` lines among the
+    quarantined ones, one per file that could not be opened or read (no line of it was read)."""
+
     lines_read: int
     accepted: int
     duplicates: int
     quarantined: int
+    unreadable_files: int = 0
+
+    @property
+    def quarantine_ratio(self) -> float:
+        """The quarantined share of the lines read from the files, for the run's check that the input
+        is a capture at all. A file that could not be read is not counted: it holds no line that was
+        read, it is read again by each run until it can be, and a run with nothing else new must not
+        fail for it."""
+        read = self.lines_read - self.unreadable_files
+        return (self.quarantined - self.unreadable_files) / read if read > 0 else 0.0
 
 
 _importing: threading.Thread | None = None
@@ -183,7 +196,7 @@ def validate_ingest(
     config_checks.append(e.ExpectColumnValuesToBeBetween(column="perm", min_value=0, max_value=max_perm))
     rows += _validate(context, "silver.topic_configs", configs, config_checks, run_id)
 
-    ratio = metrics.quarantined / metrics.lines_read if metrics.lines_read else 0.0
+    ratio = metrics.quarantine_ratio
     unreconciled = metrics.lines_read - (metrics.accepted + metrics.duplicates + metrics.quarantined)
     run = local_frame(spark, [(float(ratio), int(unreconciled))], "quarantine_ratio double, unreconciled_lines long")
     run_checks = [

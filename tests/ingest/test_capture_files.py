@@ -50,6 +50,23 @@ def test_links_that_lead_nowhere_and_fifos_are_listed_and_read_as_unreadable(tmp
     assert [line.text for line in read(files["good.jsonl.gz"].path)] == ['{"a":1}']
 
 
+def test_a_glob_lists_what_the_directory_form_lists_for_the_same_entries(tmp_path) -> None:
+    """A dangling link or a FIFO that a glob matches is listed (and read as an unreadable_file line),
+    as the directory form lists it: nothing it names vanishes without a trace. (A glob names files: a
+    directory it matches is not read, in both forms of listing.)"""
+    (tmp_path / "sub.jsonl").mkdir()
+    (tmp_path / "sub.jsonl" / "inner.jsonl").write_text('{"a":1}\n')
+    (tmp_path / "good.jsonl").write_text('{"a":1}\n')
+    os.symlink(tmp_path / "gone.jsonl", tmp_path / "dangling.jsonl")
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    names = lambda files: sorted(os.path.relpath(f.path, tmp_path) for f in files)  # noqa: E731
+    want = ["dangling.jsonl", "good.jsonl", "pipe.jsonl", "sub.jsonl/inner.jsonl"]
+    assert names(list_capture_files(str(tmp_path))) == want
+    assert names(list_capture_files(str(tmp_path / "*.jsonl*"))) == want[:3]
+    assert names(list_capture_files(str(tmp_path / "**"))) == want
+    assert names(list_capture_files(str(tmp_path / "pipe.jsonl"))) == ["pipe.jsonl"]  # a path naming one
+
+
 def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, tmp_path) -> None:
     """bronze.ingest_files status 'unreadable' does not count as ingested: once readable, the same
     file (same size and modification time) is read."""
@@ -60,6 +77,31 @@ def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, t
     warehouse.append(INGEST_FILES, local_frame(spark, rows, INGEST_FILES.schema), CommitInfo(run_id="r1", job="ingest"))
     files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0)]
     assert _already_ingested(warehouse, files) == {("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}
+
+
+def test_a_file_that_cannot_be_read_does_not_fail_the_runs_that_find_nothing_else_new(spark, tmp_path) -> None:
+    """Each run reads an unreadable file again (and quarantines it again, saying why) until it can be
+    read; the run's quarantine-ratio check counts only the lines read from files, so a quiet run
+    (nothing else new) is not failed by it, while the first run's good lines are ingested as usual."""
+    capture = tmp_path / "incoming"
+    capture.mkdir()
+    (capture / "good.jsonl").write_text('{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n')
+    os.symlink(tmp_path / "gone.jsonl", capture / "dangling.jsonl")
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    first = run_ingest(spark, warehouse, load_settings(), str(capture), "r1")
+    quiet = run_ingest(spark, warehouse, load_settings(), str(capture), "r2")
+    assert [(r.status, r.lines_read, r.accepted, r.quarantined) for r in (first, quiet)] == [("succeeded", 2, 1, 1), ("succeeded", 1, 0, 1)]
+    rows = warehouse.read(QUARANTINE).select("run_id", "reason").orderBy("run_id").collect()
+    assert [tuple(r) for r in rows] == [("r1", "unreadable_file"), ("r2", "unreadable_file")]
+
+
+def test_the_quarantine_ratio_leaves_out_the_files_that_could_not_be_read() -> None:
+    from pipelines.quality.suites import RunMetrics
+
+    assert RunMetrics(10, 4, 1, 5).quarantine_ratio == 0.5
+    assert RunMetrics(12, 4, 1, 7, unreadable_files=2).quarantine_ratio == 0.5
+    assert RunMetrics(2, 0, 0, 2, unreadable_files=2).quarantine_ratio == 0.0  # nothing was read
+    assert RunMetrics(0, 0, 0, 0).quarantine_ratio == 0.0
 
 
 def test_a_capture_path_that_names_no_file_fails_before_any_table_is_created(spark, tmp_path) -> None:

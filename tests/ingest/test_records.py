@@ -69,6 +69,9 @@ def test_record_identity_ignores_key_order_but_not_values() -> None:
         ('{"namesrv": "x:1", "ts": 1', "invalid_json"),
         ("[1, 2]", "not_an_object"),
         ("   ", "empty_line"),
+        (" \t\r ", "empty_line"),
+        ("\x1f", "invalid_json"),  # not whitespace to JSON, though Python's str.strip() takes it
+        ("\x0b\x0c\x1c", "invalid_json"),
         (json.dumps({k: v for k, v in register().items() if k != "ts"}), "missing_field"),
         (json.dumps(register(ts="1732147200123")), "wrong_type"),
         (json.dumps(register(ts=1.5)), "wrong_type"),
