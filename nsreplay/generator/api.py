@@ -12,6 +12,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,10 +89,14 @@ class CaptureSummary:
 
 
 def _clean(out_dir: Path, prefix: str) -> None:
-    for pattern in (f"{prefix}-*.jsonl.gz", f"{prefix}-*.jsonl", f"{prefix}-*.tmp", MANIFEST_NAME):
-        for path in out_dir.glob(pattern):
-            if path.is_file():
-                path.unlink()
+    """Remove what an earlier run wrote in ``out_dir`` with this file prefix: its capture files (named
+    as :func:`~nsreplay.generator.layout` names them, ``PREFIX-00000.jsonl.gz`` or
+    ``PREFIX-ns0-00000.jsonl``), their unfinished ``.tmp`` files and the manifest. Any other file is
+    the user's and is kept, even one whose name starts with the prefix."""
+    ours = re.compile(re.escape(prefix) + r"-(?:ns[0-9]+-)?[0-9]{5,}\.jsonl(?:\.gz)?(?:\.tmp)?")
+    for path in out_dir.iterdir():
+        if (path.name == MANIFEST_NAME or ours.fullmatch(path.name)) and path.is_file() and not path.is_symlink():
+            path.unlink()
 
 
 def generate(config: GeneratorConfig, out_dir: Path, *, workers: int = 2) -> CaptureSummary:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
+
+from nsreplay.runtime import UsageError, parse_time
 
 from .api import generate
 from .config import PRESETS, ConfigError, apply_overrides, knob_names, preset
@@ -26,19 +27,29 @@ __all__ = ["register", "main", "run"]
 
 
 def _time_ms(text: str) -> int:
-    if text.isdigit():
-        return int(text)
+    """A time as every nsreplay command reads one (:func:`nsreplay.runtime.parse_time`: ISO-8601,
+    naive meaning UTC, or epoch ms)."""
     try:
-        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+        return parse_time(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time or epoch ms: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="named configuration (default: demo)")
-    parser.add_argument("--out", type=Path, help="output directory (created if needed)")
+    parser.add_argument("--out", type=Path, help="output directory (created if needed; the files an earlier run wrote there are replaced, any other file is kept)")
     parser.add_argument("--seed", type=int, help="random seed (default: the preset's)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
+    parser.add_argument("--workers", type=_positive_int, default=2, help="worker processes (default: 2)")
     parser.add_argument("--hours", type=float, help="window length in hours")
     parser.add_argument("--start", type=_time_ms, help="window start, ISO-8601 or epoch ms")
     parser.add_argument("--plain", action="store_true", help="write .jsonl instead of .jsonl.gz")

@@ -23,6 +23,20 @@ def test_same_seed_gives_identical_bytes_whatever_the_workers(tiny_capture, tmp_
     assert _files(again) == _files(out)
 
 
+def test_generating_again_replaces_only_the_files_a_run_wrote(tiny_capture, tmp_path):
+    """A second run into the same directory replaces the first one's files (a run with fewer files
+    leaves none of the first's behind) and keeps every other file, whatever its name."""
+    out, _ = tiny_capture
+    again = tmp_path / "again"
+    again.mkdir()
+    users = {"capture-2024-11-20-prod.jsonl": b"mine\n", "capture-old.tmp": b"x", "notes.txt": b"y", "capture-00007.json": b"z"}
+    for name, data in users.items():
+        (again / name).write_bytes(data)
+    (again / "capture-00042.jsonl.gz").write_bytes(b"an earlier run's file")  # named as a run names its files
+    generate(preset("tiny"), again, workers=1)
+    assert _files(again) == {**_files(out), **users}
+
+
 def test_another_seed_gives_another_capture(tiny_capture, tmp_path):
     out, _ = tiny_capture
     other = tmp_path / "other"
