@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from nsreplay.config import load_settings
-from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, resolve_path
+from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, resolve_path, run_id_arg
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
@@ -22,7 +22,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(prog="ingest_captures.py", description=__doc__.splitlines()[0])
     parser.add_argument("--captures", required=True, help="capture file, directory or glob (JSONL, plain or gzip)")
     parser.add_argument("--warehouse", help="warehouse root (default: [warehouse] root in conf)")
-    parser.add_argument("--run-id", help="run id; re-running with the same id commits nothing new")
+    parser.add_argument("--run-id", type=run_id_arg, help="run id; re-running with the same id commits nothing new")
     return parser.parse_args(argv)
 
 
@@ -31,9 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings()
     list_capture_files(resolve_path(args.captures))  # a wrong path fails before Spark starts
+    root = resolve_path(settings.warehouse.root if args.warehouse is None else args.warehouse)  # so does an empty one
     import_in_background()  # Great Expectations, while the Spark session starts
     spark = build_spark(settings, "nsreplay-ingest")
-    warehouse = Warehouse(resolve_path(args.warehouse or settings.warehouse.root), spark, settings.warehouse.backend)
+    warehouse = Warehouse(root, spark, settings.warehouse.backend)
     try:
         result = run_ingest(spark, warehouse, settings, resolve_path(args.captures), args.run_id or new_run_id("ingest"))
     except IngestQualityError as exc:

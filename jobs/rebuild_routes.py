@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from nsreplay.config import load_settings
-from nsreplay.runtime import ArgumentParser, UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path
+from nsreplay.runtime import ArgumentParser, UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path, run_id_arg
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
@@ -41,13 +41,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warehouse", help="warehouse root (default: [warehouse] root in conf)")
     parser.add_argument("--from", dest="window_from", help="window start, ISO-8601 or epoch ms")
     parser.add_argument("--to", dest="window_to", help="window end, ISO-8601 or epoch ms")
-    parser.add_argument("--run-id", help="run id; re-running with the same id commits nothing new")
+    parser.add_argument("--run-id", type=run_id_arg, help="run id; re-running with the same id commits nothing new")
     parser.add_argument("--stage", choices=STAGES, default="all", help="run one stage only (default: all of them, in order)")
     parser.add_argument("--from-last-good", action="store_true", help="without a published state at --from, resume from the latest one before it")
     args = parser.parse_args(argv)
     if args.stage != "all" and not args.run_id:
         raise UsageError("--stage needs --run-id (the stages of one run share it)")
-    if args.stage == "ingest" and not args.captures:
+    if args.stage == "ingest" and args.captures is None:
         raise UsageError("--stage ingest needs --captures")
     args.window_from = parse_time(args.window_from) if args.window_from else None
     args.window_to = parse_time(args.window_to) if args.window_to else None
@@ -74,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()
     if args.window_from is not None and args.window_to is not None:  # a mistyped --to fails before the ingest
         check_window_length(args.window_from, args.window_to, settings.replay.max_window_days)
-    warehouse_root = resolve_path(args.warehouse or settings.warehouse.root)
+    warehouse_root = resolve_path(settings.warehouse.root if args.warehouse is None else args.warehouse)
     if args.stage in ("all", "ingest"):
-        captures = resolve_path(args.captures) if args.captures else demo_capture(settings)
+        captures = demo_capture(settings) if args.captures is None else resolve_path(args.captures)
         list_capture_files(captures)  # a wrong path fails before Spark starts
     if args.stage in ("all", "ingest", "quality"):
         import_in_background()  # Great Expectations, while the Spark session starts

@@ -22,10 +22,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import socket
 import sys
 
-from nsreplay.runtime import ArgumentParser, guarded
+from nsreplay.runtime import ArgumentParser, guarded, run_id_arg
+
+
+def _at_least(low: int):
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
+    return value
 
 
 class NotAWarehouseError(FileNotFoundError):
@@ -52,7 +80,7 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help="ingest capture files into bronze and silver")
     p.add_argument("--captures", required=True)
     p.add_argument("--warehouse", required=True)
-    p.add_argument("--run-id")
+    p.add_argument("--run-id", type=run_id_arg)
     p.set_defaults(func=_run_ingest)
 
 
@@ -85,7 +113,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--preset", help="generate this preset first (e.g. bench-day) into --out")
     rebuild.add_argument("--out", default="captures/bench", help="where --preset writes its capture (reused when present)")
     rebuild.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
-    rebuild.add_argument("--samples", type=int, default=1000, help="ticks checked against the reference model (0: skip the check)")
+    rebuild.add_argument("--samples", type=_at_least(0), default=1000, help="ticks checked against the reference model (0: skip the check)")
     rebuild.add_argument("--master", default=None)
     rebuild.add_argument("--event-log", default=None, metavar="DIR",
                          help="write Spark's event log to DIR and add the task seconds of each phase and its costliest stages to the report")
@@ -93,24 +121,24 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")
     incremental.add_argument("--captures", required=True, help="a capture directory (e.g. nsreplay generate --preset bench-hour --set timing.hours=2)")
     incremental.add_argument("--split", help="where the last window starts (ISO-8601 or epoch ms; default: the middle of the capture)")
-    incremental.add_argument("--rounds", type=int, default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
+    incremental.add_argument("--rounds", type=_at_least(1), default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
     incremental.add_argument("--master", default=None)
     incremental.set_defaults(func=_bench_incremental)
     scale = bench.add_parser("scale", help="the rebuild of H hours vs. factor x H hours of the same preset, each in a fresh process (linearity, driver memory)")
     scale.add_argument("--preset", default="bench-day", help="generator preset both captures come from (default: bench-day)")
-    scale.add_argument("--hours", type=float, default=6.0, help="hours of the smaller capture (default: 6)")
-    scale.add_argument("--factor", type=float, default=4.0, help="the larger capture has factor x the hours (default: 4; goal: <= 1.1 x factor the time)")
+    scale.add_argument("--hours", type=_positive_float, default=6.0, help="hours of the smaller capture (default: 6)")
+    scale.add_argument("--factor", type=_positive_float, default=4.0, help="the larger capture has factor x the hours (default: 4; goal: <= 1.1 x factor the time)")
     scale.add_argument("--out", default="captures/bench", help="where the captures are written (reused when their generator config matches)")
-    scale.add_argument("--rounds", type=int, default=1, help="alternating rounds; each size keeps its fastest (default: 1)")
+    scale.add_argument("--rounds", type=_at_least(1), default=1, help="alternating rounds; each size keeps its fastest (default: 1)")
     scale.add_argument("--seed", type=int, default=None, help="generator seed (default: the preset's)")
     scale.add_argument("--master", default=None)
     scale.set_defaults(func=_bench_scale)
     serve = bench.add_parser("serve", help="serving shim: index build, memory, HTTP throughput (wrk) and latency at a fixed rate, remoting")
     serve.add_argument("--warehouse", required=True, help="a published warehouse")
-    serve.add_argument("--duration", type=float, default=10.0, help="seconds per measurement (default 10)")
-    serve.add_argument("--rate", type=int, default=500, help="requests/s of the fixed-rate latency runs (default 500)")
-    serve.add_argument("--connections", type=int, default=32, help="wrk connections for the throughput runs (default 32)")
-    serve.add_argument("--requests", type=int, default=20000, help="size of the pre-generated random request list")
+    serve.add_argument("--duration", type=_positive_float, default=10.0, help="seconds per measurement (default 10)")
+    serve.add_argument("--rate", type=_at_least(1), default=500, help="requests/s of the fixed-rate latency runs (default 500)")
+    serve.add_argument("--connections", type=_at_least(1), default=32, help="wrk connections for the throughput runs (default 32)")
+    serve.add_argument("--requests", type=_at_least(1), default=20000, help="size of the pre-generated random request list")
     serve.add_argument("--seed", type=int, default=7)
     serve.set_defaults(func=_bench_serve)
 
@@ -182,7 +210,7 @@ def _add_backfill(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warehouse", required=True)
     p.add_argument("--from", dest="start", required=True, help="range start: the end of a published window (ISO-8601 or epoch ms), or 'start' for the first record")
     p.add_argument("--to", dest="end", help="range end (default: the end of the published coverage)")
-    p.add_argument("--run-id", help="prefix of the run ids (default: backfill-<time>)")
+    p.add_argument("--run-id", type=run_id_arg, help="prefix of the run ids (default: backfill-<time>)")
     p.set_defaults(func=_run_backfill)
     s = sub.add_parser("stale", help="list the published windows that late input made stale")
     s.add_argument("--warehouse", required=True)
@@ -211,6 +239,7 @@ def _run_backfill(args: argparse.Namespace) -> int:
 def _run_stale(args: argparse.Namespace) -> int:
     from nsreplay.runtime import format_ms, resolve_path
     from nsreplay.storage import Warehouse
+    from nsreplay.vacuum import WAREHOUSE_TABLES
     from pipelines.replay.stale import open_stale
     from schemas.gold import PUBLISH_LOG
 
@@ -218,7 +247,11 @@ def _run_stale(args: argparse.Namespace) -> int:
     if "://" not in root and not os.path.isdir(root):  # a mistyped path must not read as "nothing stale"
         raise NotAWarehouseError(f"{root}: no such directory")
     warehouse = Warehouse(root, None, "delta-rs")  # two small tables, read with pyarrow: no Spark to start
+    _check_tables(root, warehouse)
     if not warehouse.exists(PUBLISH_LOG):
+        if any(warehouse.exists(spec) for spec in WAREHOUSE_TABLES):
+            print("nothing has been published yet: no stale windows")
+            return 0
         raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (it has no {PUBLISH_LOG.name})")
     stale = open_stale(warehouse)
     if not stale:
@@ -246,6 +279,8 @@ def _run_vacuum(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     hours = settings.vacuum.retention_hours if args.retention_hours is None else args.retention_hours
+    if hours > _MAX_RETENTION_HOURS:
+        raise UsageError(f"--retention-hours {hours} is more than a century ({_MAX_RETENTION_HOURS} h): nothing could ever be deleted")
     if hours < settings.vacuum.min_retention_hours:
         raise UsageError(f"--retention-hours {hours} is below [vacuum] min_retention_hours ({settings.vacuum.min_retention_hours}): "
                          "a running write's files, or a version a reader still reads, could be deleted")
@@ -255,6 +290,9 @@ def _run_vacuum(args: argparse.Namespace) -> int:
     print(f"vacuum of {root}: retention {hours} h" + (" (dry run: nothing deleted)" if args.dry_run else ""))
     print(render(results, dry_run=args.dry_run), flush=True)
     return _fail_on_errors("vacuum", [(r.table, r.error) for r in results if r.error is not None], len(results))
+
+
+_MAX_RETENTION_HOURS = 100 * 366 * 24
 
 
 def _chosen_tables(names: list[str] | None, known: dict, kind: str) -> list:
@@ -280,7 +318,28 @@ def _maintained_warehouse(path: str, specs):
     warehouse = Warehouse(root, None, "delta-rs")  # no Spark: the Delta log, pyarrow for the files
     if not any(warehouse.exists(spec) for spec in specs):
         raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (none of its tables is there)")
+    _check_tables(root, warehouse)
     return root, warehouse
+
+
+def _check_tables(root: str, warehouse) -> None:
+    """:class:`NotAWarehouseError` when a table at one of nsreplay's table paths is not nsreplay's
+    (another schema or partitioning): a command must not read, rewrite or vacuum what another tool
+    wrote there. Columns a later nsreplay adds may be missing. A table whose log cannot be read is
+    left to the command, which reports it among the tables it could not do."""
+    from nsreplay.storage import SchemaMismatchError, StorageError
+    from nsreplay.vacuum import WAREHOUSE_TABLES
+
+    for spec in WAREHOUSE_TABLES:
+        if not warehouse.exists(spec):
+            continue
+        try:
+            warehouse.check(spec)
+        except StorageError:  # a log that cannot be read: the command reports that table's failure itself
+            continue
+        except SchemaMismatchError as exc:
+            first = exc.differences[0] if exc.differences else "another schema"
+            raise NotAWarehouseError(f"{root}: not an nsreplay warehouse: its table {spec.name} is not nsreplay's ({first})") from None
 
 
 def _add_compact(sub: argparse._SubParsersAction) -> None:
@@ -366,6 +425,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     from nsreplay.runtime import UsageError, parse_time, resolve_path
     from nsreplay.serving.server import ServeOptions, run
+    from nsreplay.storage import Warehouse
 
     for name in ("http_port", "remoting_port"):
         port = getattr(args, name)
@@ -373,10 +433,18 @@ def _run_serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name.replace('_', '-')} {port}: not a port number")
     if args.remoting_port is None and (args.namesrv or args.as_of):
         raise UsageError("--namesrv and --as-of configure the remoting endpoint: give --remoting-port too")
-    if args.reload_interval < 0:
-        raise UsageError("--reload-interval must be >= 0")
+    if not args.reload_interval >= 0 or math.isinf(args.reload_interval):  # NaN compares false
+        raise UsageError(f"--reload-interval must be a number of seconds >= 0, got {args.reload_interval}")
+    try:
+        socket.getaddrinfo(args.host, None)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UsageError(f"--host {args.host}: {getattr(exc, 'strerror', None) or exc}") from None
+    root = resolve_path(args.warehouse)
+    if "://" not in root and not os.path.isdir(root):
+        raise NotAWarehouseError(f"{root}: no such directory")
+    _check_tables(root, Warehouse(root, None, "delta-rs"))
     options = ServeOptions(
-        warehouse=resolve_path(args.warehouse), host=args.host, http_port=args.http_port, remoting_port=args.remoting_port,
+        warehouse=root, host=args.host, http_port=args.http_port, remoting_port=args.remoting_port,
         namesrv=args.namesrv, as_of=parse_time(args.as_of) if args.as_of else None, reload_interval=args.reload_interval,
     )
     return run(options)

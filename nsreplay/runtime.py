@@ -9,7 +9,9 @@ import argparse
 import functools
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -57,7 +59,9 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if os.environ.get("NSREPLAY_UNDER_SPARK_SUBMIT"):
-        return SparkSession.builder.appName(app_name).getOrCreate()
+        spark = SparkSession.builder.appName(app_name).getOrCreate()
+        _note_interrupts()
+        return spark
     from pyspark import SparkContext
 
     from nsreplay import jvm_archive, jvm_logging, local_fs
@@ -74,7 +78,33 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    _note_interrupts()
     return spark
+
+
+_INTERRUPTED = threading.Event()  # set by a Ctrl-C (SIGINT) once a Spark session has started
+
+
+def _note_interrupts() -> None:
+    """Wrap the SIGINT handler in place so that :func:`guarded` tells an interrupted command from a
+    failed one. PySpark's handler (installed when the SparkContext starts) cancels the jobs and
+    raises KeyboardInterrupt, but the JVM call the main thread was waiting on then fails first, as a
+    Py4JError. Only from the main thread (where signal handlers live); idempotent in effect."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "_nsreplay_notes", False):
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    handler._nsreplay_notes = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, handler)
 
 
 def local_frame(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema):
@@ -115,6 +145,16 @@ def local_frame(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema
     return spark.createDataFrame(table, struct)
 
 
+def run_id_arg(text: str) -> str:
+    """A ``--run-id`` as given: any printable text of at most 200 characters, not blank. A control
+    character (a newline, say) would split the summary lines and logs that name the run."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a run id cannot be empty")
+    if len(text) > 200 or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"a run id is printable text of at most 200 characters, got {text[:60]!r}")
+    return text
+
+
 def new_run_id(prefix: str = "run") -> str:
     """A unique, sortable run id: ``<prefix>-20261121T170942Z-1a2b3c4d``."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -130,6 +170,10 @@ _ISO_8601 = re.compile(
     r"(?:[Tt ](?P<h>[0-9]{2})(?:(?P<colon>:?)(?P<m>[0-9]{2})(?:(?P=colon)(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]+))?)?)?"
     r"(?P<tz>[Zz]|[+-][0-9]{2}(?::?[0-9]{2})?)?)?"
 )
+
+
+# the offset at the end of a time as fromisoformat reads it: ±HH:MM[:SS[.ffffff]] (minutes, seconds)
+_OFFSET_TAIL = re.compile(r"[+-]\d\d:(\d\d)(?::(\d\d)(?:\.\d+)?)?\Z")
 
 
 def _isoformat_form(text: str) -> str:
@@ -170,8 +214,12 @@ def parse_time(text: str) -> int:
         if len(text.lstrip("-")) > 19:  # beyond any long (and int() refuses over 4,300 digits): just outside one
             return -(2**63) - 1 if text.startswith("-") else 2**63
         return int(text)
+    form = _isoformat_form(text)
+    offset = _OFFSET_TAIL.search(form)
     try:
-        moment = datetime.fromisoformat(_isoformat_form(text))
+        if offset is not None and any(int(part) >= 60 for part in offset.groups() if part):
+            raise ValueError("an offset's minutes and seconds are below 60")  # fromisoformat would carry them over
+        moment = datetime.fromisoformat(form)
     except ValueError as exc:
         raise UsageError(f"not a time: {text!r} (use ISO-8601 like 2024-11-21T03:12:05Z, or epoch milliseconds)") from exc
     if moment.tzinfo is None:
@@ -205,7 +253,10 @@ def format_size(n: int) -> str:
 
 
 def resolve_path(path: str) -> str:
-    """A path relative to the project root unless absolute or a URI."""
+    """A path relative to the project root unless absolute or a URI. :class:`UsageError` for an empty
+    or blank one (``--warehouse ""`` must not name the project root, or fall back to a default)."""
+    if not path.strip():
+        raise UsageError(f"an empty path: {path!r}")
     if "://" in path or os.path.isabs(path):
         return path
     return str(PROJECT_ROOT / path)
@@ -232,6 +283,7 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
     @functools.wraps(main)
     def wrapper(argv: list[str] | None = None) -> int:
         prog = os.path.basename(sys.argv[0]) or "nsreplay"
+        _INTERRUPTED.clear()  # a Ctrl-C seen by an earlier command of this process is not this one's
         try:
             return main(argv)
         except KeyboardInterrupt:
@@ -241,6 +293,9 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
             report(f"{prog}: {exc}")
             return 2
         except Exception as exc:  # noqa: BLE001 - the one place every failure is reported
+            if _INTERRUPTED.is_set():  # Ctrl-C surfaced as the failure of the JVM call it cut short
+                report(f"{prog}: interrupted")
+                return 130
             if os.environ.get("NSREPLAY_DEBUG"):
                 traceback.print_exc()
             reason = " ".join(str(exc).split()) or type(exc).__name__

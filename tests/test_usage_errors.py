@@ -46,3 +46,96 @@ def test_a_usage_error_of_the_standalone_generator_is_one_line_and_exit_2(argv, 
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert out == "" and len(lines) == 1 and lines[0].endswith(" (see nsreplay generate --help)"), err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "serve", "--warehouse", "w", "--rate", "0"],
+        ["bench", "serve", "--warehouse", "w", "--duration", "nan"],
+        ["bench", "incremental", "--captures", "x", "--rounds", "0"],
+        ["bench", "scale", "--hours", "-1"],
+        ["bench", "rebuild", "--captures", "x", "--samples", "-5"],
+    ],
+)
+def test_arguments_out_of_their_range_are_usage_errors(argv, capsys) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and " (see nsreplay" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, reason",
+    [
+        (["ingest", "--captures", "x", "--run-id", "a\nb"], "argument --run-id: a run id is printable text"),  # would split the summary
+        (["ingest", "--captures", "x", "--run-id", ""], "argument --run-id: a run id cannot be empty"),
+        (["stale", "--warehouse", ""], "an empty path: ''"),
+        (["vacuum", "--warehouse", " ", "--dry-run"], "an empty path: ' '"),
+        (["vacuum", "--warehouse", "w", "--retention-hours", "10000000000000000000000"], "is more than a century"),
+        (["serve", "--warehouse", "w", "--reload-interval", "nan"], "--reload-interval must be a number of seconds >= 0, got nan"),
+        (["serve", "--warehouse", "w", "--host", "999.1.1.1"], "--host 999.1.1.1: "),
+    ],
+)
+def test_bad_values_fail_before_anything_is_read_with_one_line(argv, reason, capsys) -> None:
+    assert cli.main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and reason in lines[0], lines
+
+
+def test_an_empty_path_given_to_a_job_is_refused_not_taken_for_the_default(tmp_path) -> None:
+    """``--captures ""`` is not "no captures" (the demo capture), ``--warehouse ""`` not the project root."""
+    for args in (["--captures", ""], ["--captures", str(tmp_path), "--warehouse", ""]):
+        result = subprocess.run([sys.executable, "jobs/rebuild_routes.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert (result.returncode, result.stderr.splitlines()) == (2, ["rebuild_routes.py: an empty path: ''"]), result.stderr
+
+
+def test_maintenance_commands_refuse_a_warehouse_whose_tables_are_not_nsreplays(tmp_path, capsys) -> None:
+    """Another tool's Delta table at one of nsreplay's table paths: no command reads, rewrites or
+    vacuums it (a vacuum would delete the other tool's untracked files)."""
+    import os
+
+    import deltalake
+    import pyarrow as pa
+
+    root = tmp_path / "foreign"
+    deltalake.write_deltalake(str(root / "silver" / "events"), pa.table({"a": [1, 2]}))
+    notes = root / "silver" / "events" / "users-notes.txt"
+    notes.write_text("mine")
+    os.utime(notes, (0, 0))  # older than any retention
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    for argv in (["vacuum"], ["vacuum", "--dry-run"], ["stale"], ["compact", "--dry-run"], ["compact"], ["thin-states"], ["serve"]):
+        assert cli.main([*argv, "--warehouse", str(root)]) == 1, argv
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and "not an nsreplay warehouse: its table silver.events is not nsreplay's" in lines[0], (argv, lines)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+
+
+def test_a_failure_after_ctrl_c_is_reported_as_interrupted(monkeypatch, capsys) -> None:
+    """PySpark turns Ctrl-C into the failure of the JVM call the main thread waited on (a Py4JError):
+    once a SIGINT was seen, the command says "interrupted" and exits 130, as for a KeyboardInterrupt."""
+    import signal
+    import threading
+
+    from nsreplay import runtime
+
+    monkeypatch.setattr(runtime, "_INTERRUPTED", threading.Event())
+    previous = signal.getsignal(signal.SIGINT)
+
+    def pyspark_like(signum, frame):  # what PySpark's handler does, less the job cancelling
+        raise KeyboardInterrupt
+
+    @runtime.guarded
+    def main(argv):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise RuntimeError("An error occurred while calling o497.count") from None
+        return 0
+
+    try:
+        signal.signal(signal.SIGINT, pyspark_like)
+        runtime._note_interrupts()  # as build_spark does once the session (and PySpark's handler) is up
+        assert main([]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().err.splitlines()[-1].endswith(": interrupted")

@@ -135,6 +135,29 @@ class Warehouse:
         if not self._backend.exists(location):
             self._backend.create(spec, location)
             log.info("created table %s at %s (%s)", spec.name, location.uri, self.backend_name)
+        missing, differences = self._schema_check(spec, location)
+        if missing and not differences:
+            self._backend.add_columns(location, missing)
+            log.info("added columns %s to table %s", ", ".join(f.name for f in missing), spec.name)
+            missing, differences = self._schema_check(spec, location)
+        if missing or differences:
+            raise SchemaMismatchError(spec.name, differences or [f"no column {f.name}" for f in missing],
+                                      subject=f"the existing table at {location.uri}")
+
+    def check(self, spec: TableSpec) -> None:
+        """Make sure the existing table has ``spec``'s schema and partitioning, changing nothing (for
+        commands that only read or maintain a warehouse): as :meth:`ensure`, except that nullable
+        top-level columns the table lacks are accepted (the next write adds them).
+        :class:`TableNotFoundError` without the table, :class:`SchemaMismatchError` listing every
+        other difference."""
+        location = self._existing(_check_spec(spec))
+        _, differences = self._schema_check(spec, location)
+        if differences:
+            raise SchemaMismatchError(spec.name, differences, subject=f"the existing table at {location.uri}")
+
+    def _schema_check(self, spec: TableSpec, location: TableLocation) -> tuple[list[T.StructField], list[str]]:
+        """(the nullable top-level columns of ``spec`` the table lacks, when adding them would make it
+        match; every difference otherwise)."""
         schema, partition_columns = self._backend.table_schema(location)
         missing = [f for f in spec.schema.fields if f.name not in set(schema.fieldNames())]
         nullability = self._backend.exact_nullability
@@ -144,14 +167,11 @@ class Warehouse:
             and tuple(partition_columns) == spec.partition_by
             and not schema_differences(spec.schema, T.StructType(schema.fields + missing), nullability=nullability)
         ):
-            self._backend.add_columns(location, missing)
-            log.info("added columns %s to table %s", ", ".join(f.name for f in missing), spec.name)
-            schema, partition_columns = self._backend.table_schema(location)
-        differences = schema_differences(spec.schema, schema, nullability=self._backend.exact_nullability)
+            return missing, []
+        differences = schema_differences(spec.schema, schema, nullability=nullability)
         if tuple(partition_columns) != spec.partition_by:
             differences.append(f"partitioned by {list(partition_columns)}, the spec says {list(spec.partition_by)}")
-        if differences:
-            raise SchemaMismatchError(spec.name, differences, subject=f"the existing table at {location.uri}")
+        return [], differences
 
     def version(self, spec: TableSpec | str) -> int | None:
         """The table's latest version, or ``None`` if the table does not exist."""
