@@ -196,6 +196,13 @@ def _b64(text: str, what: str) -> bytes:
         raise _Reject("undecodable_body", f"{what} is not valid base64") from exc
 
 
+def _checked_integer(text: str, bits: int) -> int:
+    """The value of a header integer that :meth:`LineParser._check_header` let through (a sign and
+    decimal digits of any script, within the type): ``int()`` reads it, unless it is padded with more
+    leading zeros than ``int()`` takes (4,300 digits), which :func:`parse_java_integer` drops."""
+    return int(text) if len(text) <= 20 else parse_java_integer(text, bits)  # type: ignore[return-value]
+
+
 def _check_integer_header(ext: Mapping[str, str], key: str, bits: int) -> None:
     """Reject a header number the model (as Java's ``Long.parseLong`` / ``Integer.parseInt``) refuses:
     ``wrong_type`` with the model's own words (syntax is checked before, with the ingest's message)."""
@@ -552,8 +559,7 @@ class LineParser:
         event["broker_name"] = ext.get("brokerName")
         event["broker_addr"] = ext.get("brokerAddr")
         event["cluster_name"] = ext.get("clusterName")
-        # the texts _check_header let through (a sign, decimal digits of any script, within a long)
-        event["broker_id"] = parse_java_integer(ext["brokerId"], INTEGER_HEADER["brokerId"]) if "brokerId" in ext else None
+        event["broker_id"] = _checked_integer(ext["brokerId"], INTEGER_HEADER["brokerId"]) if "brokerId" in ext else None
         event["topic"] = ext.get("topic")
         body = _optional(obj, "body", _is_obj, "an object")
         body_b64 = _optional(obj, "body_b64", _is_str, "a string")
@@ -659,7 +665,7 @@ class LineParser:
         if body_b64 is not None:
             known_raw = self._known_raw(body_b64)
             raw = known_raw.raw
-            crc = parse_java_integer(ext.get("bodyCrc32", "0"), INTEGER_HEADER["bodyCrc32"])  # as broker_id: checked by _check_header
+            crc = _checked_integer(ext.get("bodyCrc32", "0"), INTEGER_HEADER["bodyCrc32"])
             if crc != 0 and crc != known_raw.crc:
                 raise _Reject("crc_mismatch", f"bodyCrc32 {crc} does not match the body ({known_raw.crc})")
             if not raw:  # zero bytes are no body (Java reads them as null), checked against the CRC as above
