@@ -27,22 +27,7 @@ import os
 import socket
 import sys
 
-from nsreplay.runtime import ArgumentParser, guarded, run_id_arg
-
-
-def _at_least(low: int):
-    """An argparse type: an integer of at least ``low``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
+from nsreplay.runtime import ArgumentParser, at_least, guarded, run_id_arg
 
 
 def _positive_float(text: str) -> float:
@@ -113,7 +98,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--preset", help="generate this preset first (e.g. bench-day) into --out")
     rebuild.add_argument("--out", default="captures/bench", help="where --preset writes its capture (reused when present)")
     rebuild.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
-    rebuild.add_argument("--samples", type=_at_least(0), default=1000, help="ticks checked against the reference model (0: skip the check)")
+    rebuild.add_argument("--samples", type=at_least(0), default=1000, help="ticks checked against the reference model (0: skip the check)")
     rebuild.add_argument("--master", default=None)
     rebuild.add_argument("--event-log", default=None, metavar="DIR",
                          help="write Spark's event log to DIR and add the task seconds of each phase and its costliest stages to the report")
@@ -121,7 +106,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")
     incremental.add_argument("--captures", required=True, help="a capture directory (e.g. nsreplay generate --preset bench-hour --set timing.hours=2)")
     incremental.add_argument("--split", help="where the last window starts (ISO-8601 or epoch ms; default: the middle of the capture)")
-    incremental.add_argument("--rounds", type=_at_least(1), default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
+    incremental.add_argument("--rounds", type=at_least(1), default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
     incremental.add_argument("--master", default=None)
     incremental.set_defaults(func=_bench_incremental)
     scale = bench.add_parser("scale", help="the rebuild of H hours vs. factor x H hours of the same preset, each in a fresh process (linearity, driver memory)")
@@ -129,16 +114,16 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     scale.add_argument("--hours", type=_positive_float, default=6.0, help="hours of the smaller capture (default: 6)")
     scale.add_argument("--factor", type=_positive_float, default=4.0, help="the larger capture has factor x the hours (default: 4; goal: <= 1.1 x factor the time)")
     scale.add_argument("--out", default="captures/bench", help="where the captures are written (reused when their generator config matches)")
-    scale.add_argument("--rounds", type=_at_least(1), default=1, help="alternating rounds; each size keeps its fastest (default: 1)")
+    scale.add_argument("--rounds", type=at_least(1), default=1, help="alternating rounds; each size keeps its fastest (default: 1)")
     scale.add_argument("--seed", type=int, default=None, help="generator seed (default: the preset's)")
     scale.add_argument("--master", default=None)
     scale.set_defaults(func=_bench_scale)
     serve = bench.add_parser("serve", help="serving shim: index build, memory, HTTP throughput (wrk) and latency at a fixed rate, remoting")
     serve.add_argument("--warehouse", required=True, help="a published warehouse")
     serve.add_argument("--duration", type=_positive_float, default=10.0, help="seconds per measurement (default 10)")
-    serve.add_argument("--rate", type=_at_least(1), default=500, help="requests/s of the fixed-rate latency runs (default 500)")
-    serve.add_argument("--connections", type=_at_least(1), default=32, help="wrk connections for the throughput runs (default 32)")
-    serve.add_argument("--requests", type=_at_least(1), default=20000, help="size of the pre-generated random request list")
+    serve.add_argument("--rate", type=at_least(1), default=500, help="requests/s of the fixed-rate latency runs (default 500)")
+    serve.add_argument("--connections", type=at_least(1), default=32, help="wrk connections for the throughput runs (default 32)")
+    serve.add_argument("--requests", type=at_least(1), default=20000, help="size of the pre-generated random request list")
     serve.add_argument("--seed", type=int, default=7)
     serve.set_defaults(func=_bench_serve)
 
@@ -237,17 +222,12 @@ def _run_backfill(args: argparse.Namespace) -> int:
 
 
 def _run_stale(args: argparse.Namespace) -> int:
-    from nsreplay.runtime import format_ms, resolve_path
-    from nsreplay.storage import Warehouse
+    from nsreplay.runtime import format_ms
     from nsreplay.vacuum import WAREHOUSE_TABLES
     from pipelines.replay.stale import open_stale
     from schemas.gold import PUBLISH_LOG
 
-    root = resolve_path(args.warehouse)
-    if "://" not in root and not os.path.isdir(root):  # a mistyped path must not read as "nothing stale"
-        raise NotAWarehouseError(f"{root}: no such directory")
-    warehouse = Warehouse(root, None, "delta-rs")  # two small tables, read with pyarrow: no Spark to start
-    _check_tables(root, warehouse)
+    root, warehouse = _opened_warehouse(args.warehouse)  # a mistyped path must not read as "nothing stale"
     if not warehouse.exists(PUBLISH_LOG):
         if any(warehouse.exists(spec) for spec in WAREHOUSE_TABLES):
             print("nothing has been published yet: no stale windows")
@@ -307,8 +287,18 @@ def _chosen_tables(names: list[str] | None, known: dict, kind: str) -> list:
 
 
 def _maintained_warehouse(path: str, specs):
-    """(root, Spark-free delta-rs ``Warehouse``) of a maintenance command's ``--warehouse``:
-    :class:`NotAWarehouseError` when the directory is missing or holds none of ``specs``."""
+    """:func:`_opened_warehouse` of a maintenance command's ``--warehouse``, which must hold one of
+    ``specs`` (:class:`NotAWarehouseError` otherwise)."""
+    root, warehouse = _opened_warehouse(path)
+    if not any(warehouse.exists(spec) for spec in specs):
+        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (none of its tables is there)")
+    return root, warehouse
+
+
+def _opened_warehouse(path: str):
+    """(root, Spark-free delta-rs ``Warehouse``) of a command's ``--warehouse``, for the commands that
+    read or maintain one without Spark: :class:`NotAWarehouseError` when a local directory is missing
+    or a table there is not nsreplay's (:func:`_check_tables`)."""
     from nsreplay.runtime import resolve_path
     from nsreplay.storage import Warehouse
 
@@ -316,8 +306,6 @@ def _maintained_warehouse(path: str, specs):
     if "://" not in root and not os.path.isdir(root):
         raise NotAWarehouseError(f"{root}: no such directory")
     warehouse = Warehouse(root, None, "delta-rs")  # no Spark: the Delta log, pyarrow for the files
-    if not any(warehouse.exists(spec) for spec in specs):
-        raise NotAWarehouseError(f"{root}: not an nsreplay warehouse (none of its tables is there)")
     _check_tables(root, warehouse)
     return root, warehouse
 
@@ -423,9 +411,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from nsreplay.runtime import UsageError, parse_time, resolve_path
+    from nsreplay.runtime import UsageError, parse_time
     from nsreplay.serving.server import ServeOptions, run
-    from nsreplay.storage import Warehouse
 
     for name in ("http_port", "remoting_port"):
         port = getattr(args, name)
@@ -439,10 +426,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         socket.getaddrinfo(args.host, None)
     except (socket.gaierror, UnicodeError) as exc:
         raise UsageError(f"--host {args.host}: {getattr(exc, 'strerror', None) or exc}") from None
-    root = resolve_path(args.warehouse)
-    if "://" not in root and not os.path.isdir(root):
-        raise NotAWarehouseError(f"{root}: no such directory")
-    _check_tables(root, Warehouse(root, None, "delta-rs"))
+    root, _ = _opened_warehouse(args.warehouse)
     options = ServeOptions(
         warehouse=root, host=args.host, http_port=args.http_port, remoting_port=args.remoting_port,
         namesrv=args.namesrv, as_of=parse_time(args.as_of) if args.as_of else None, reload_interval=args.reload_interval,

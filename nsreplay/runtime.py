@@ -145,6 +145,21 @@ def local_frame(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema
     return spark.createDataFrame(table, struct)
 
 
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
 def run_id_arg(text: str) -> str:
     """A ``--run-id`` as given: any printable text of at most 200 characters, not blank. A control
     character (a newline, say) would split the summary lines and logs that name the run."""

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from nsreplay.runtime import UsageError, parse_time
+from nsreplay.runtime import UsageError, at_least, parse_time
 
 from .api import generate
 from .config import PRESETS, ConfigError, apply_overrides, knob_names, preset
@@ -35,21 +35,11 @@ def _time_ms(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="named configuration (default: demo)")
     parser.add_argument("--out", type=Path, help="output directory (created if needed; the files an earlier run wrote there are replaced, any other file is kept)")
     parser.add_argument("--seed", type=int, help="random seed (default: the preset's)")
-    parser.add_argument("--workers", type=_positive_int, default=2, help="worker processes (default: 2)")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="worker processes (default: 2)")
     parser.add_argument("--hours", type=float, help="window length in hours")
     parser.add_argument("--start", type=_time_ms, help="window start, ISO-8601 or epoch ms")
     parser.add_argument("--plain", action="store_true", help="write .jsonl instead of .jsonl.gz")
