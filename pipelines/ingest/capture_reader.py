@@ -47,6 +47,16 @@ Contract:
   to the point, a record after a hole is read as a record, not lost in one long line of zeros.
 * ``text`` is the line decoded as UTF-8 with invalid bytes replaced; ``raw_bytes`` holds the exact
   bytes whenever the text alone would lose something (invalid UTF-8, a cut line).
+* The text is UTF-8 (the contract). A text in UTF-16 or UTF-32 (what Windows tools write, e.g.
+  PowerShell's ``>``) is recognised at its start (:func:`_wide_starts`: the zero bytes around the
+  ``{`` a record starts with, or a byte-order mark and then ``{`` or a blank) and read as the same
+  text in UTF-8 (:func:`_as_utf8`), not as one ``zero_bytes`` line per character. Its lines are
+  those of the UTF-8 form, a byte-order mark included (the parse skips it, as it skips a UTF-8 one):
+  ``line_bytes`` and ``raw_bytes`` count and hold UTF-8 bytes, and a code unit that does not decode
+  (a lone surrogate, an odd byte at the end) is kept as bytes that are not UTF-8, so that its line
+  is ``invalid_utf8`` with those bytes. After damage in a gzipped UTF-16/32 text, the text read on
+  at the next member may be out of step with its code units: its lines are then quarantined as
+  garbled, not misread.
 
 :func:`read_capture_raw` yields the same lines undecoded (:class:`RawLine`), for a caller that looks
 at the bytes first (the ingest compares repeated register bodies byte for byte); :func:`decoded`
@@ -55,6 +65,8 @@ turns a raw line into its :class:`CaptureLine`.
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import re
 import zlib
 from collections import deque
@@ -207,6 +219,88 @@ def _holes(chunks: Iterator[bytes]) -> Iterator[bytes]:
         raise
     if run:
         yield _hole(run)
+
+
+def _wide_starts() -> tuple[tuple[bytes, str], ...]:
+    """How a UTF-16/32 capture starts, and its codec: a record's ``{``, as RFC 4627 (section 3)
+    recognises JSON by the zero bytes around its first character, or a byte-order mark followed by
+    ``{`` or a blank. Requiring the first character keeps a UTF-8 file that merely starts with the
+    bytes of a mark (or with zeros, a hole) read as UTF-8. The codecs keep a mark as the character
+    U+FEFF, as a UTF-8 text keeps its mark's bytes: the parse skips it at the start of line 1."""
+    starts = []
+    for codec, bom in (
+        ("utf-32-le", codecs.BOM_UTF32_LE),  # before UTF-16: its mark starts with UTF-16's
+        ("utf-32-be", codecs.BOM_UTF32_BE),
+        ("utf-16-le", codecs.BOM_UTF16_LE),
+        ("utf-16-be", codecs.BOM_UTF16_BE),
+    ):
+        starts += [(bom + first.encode(codec), codec) for first in "{ \t\r\n"]
+        starts.append(("{".encode(codec), codec))
+    return tuple(starts)
+
+
+_WIDE_STARTS = _wide_starts()
+_START_BYTES = max(len(prefix) for prefix, _ in _WIDE_STARTS)  # enough to tell every start above apart
+
+
+def _not_utf8(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: each undecodable byte of a wide text becomes a lone surrogate, which
+    UTF-8 with ``surrogatepass`` writes as bytes that are not valid UTF-8 (the line is ``invalid_utf8``)."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    return "".join(chr(0xDC00 + b) for b in error.object[error.start : error.end]), error.end
+
+
+codecs.register_error("nsreplay.not_utf8", _not_utf8)
+
+
+def _wide_encoding(start: bytes) -> str | None:
+    """The UTF-16/32 codec a text starting with ``start`` is in; None for UTF-8 (or anything else)."""
+    return next((codec for prefix, codec in _WIDE_STARTS if start.startswith(prefix)), None)
+
+
+def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """``chunks`` (text, and the marks of :func:`_gunzip_chunks`, passed on as they are) as UTF-8: a
+    UTF-16/32 text (:func:`_wide_starts`) re-encoded, any other passed on unchanged, chunk for chunk. A :class:`_Truncated` from ``chunks``
+    is raised again after the text decoded before it."""
+    held: list[bytes] = []  # the first chunks, until the start of the text can be told
+    size = 0
+    cut: _Truncated | None = None
+    try:
+        for chunk in chunks:
+            held.append(chunk)
+            size += len(chunk)
+            if size >= _START_BYTES:
+                break
+    except _Truncated as exc:  # the text ends within its first bytes: they come out first
+        cut, chunks = exc, iter(())
+    start = b"".join(bytes(chunk[:_START_BYTES]) for chunk in held)[:_START_BYTES]
+    codec = _wide_encoding(start)
+    if codec is None:
+        yield from held
+        if cut is not None:
+            raise cut
+        yield from chunks
+        return
+    decoder = codecs.getincrementaldecoder(codec)("nsreplay.not_utf8")
+    try:
+        for chunk in itertools.chain(held, chunks):
+            if not chunk:  # a mark
+                yield chunk
+                continue
+            text = decoder.decode(chunk).encode("utf-8", "surrogatepass")
+            if text:  # never an empty chunk: that is a mark
+                yield text
+        if cut is not None:
+            raise cut
+    except _Truncated:
+        rest = decoder.decode(b"", final=True).encode("utf-8", "surrogatepass")
+        if rest:
+            yield rest
+        raise
+    rest = decoder.decode(b"", final=True).encode("utf-8", "surrogatepass")
+    if rest:
+        yield rest
 
 
 def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes | memoryview]:
@@ -531,7 +625,7 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -
     source: Iterator[bytes] = replay_first()
     if first.startswith(GZIP_MAGIC):
         source = _gunzip_chunks(source)
-    yield from split_lines(_holes(source), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes)
+    yield from split_lines(_holes(_as_utf8(source)), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes)
 
 
 def read_capture_file(
