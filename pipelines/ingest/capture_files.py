@@ -4,7 +4,11 @@ Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3a://`` or ``s3://``
 ``pyarrow.fs`` (:func:`nsreplay.storage.filesystem.arrow_filesystem`), so a capture on any filesystem
 pyarrow reaches can be read by the executors. In a directory, files and folders whose name starts
 with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
-reads every file it matches (not the directories). A local entry that is not a regular file (a
+reads every file it matches (not the directories). A directory's other files are read when their
+names end in a capture suffix (:data:`CAPTURE_SUFFIXES`, in any case: ``X.JSONL.GZ`` too); the rest,
+and the links to folders (not followed, as a Hadoop listing does not follow them), are not read but
+named (:attr:`CaptureListing.ignored`), so that a capture under an unexpected name does not vanish
+without a word. A local entry that is not a regular file (a
 dangling link, a link loop, a FIFO) is listed, and read as an ``unreadable_file`` line, in either form.
 
 A path that names nothing, and a glob that matches no file, are errors (:class:`CaptureNotFoundError`:
@@ -36,7 +40,8 @@ from urllib.parse import unquote
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
-CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".gz", ".log")
+#: The names a directory's capture files end in, compared without case.
+CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz", ".gz", ".log")
 _MAGIC = re.compile(r"[*?[]")  # glob.has_magic's characters
 _URI_OPTIONS = re.compile(r"\?(?=[\w.-]+=)")  # where pyarrow's URI options start: ?region=eu-west-1
 
@@ -52,6 +57,15 @@ class CaptureFile:
     mtime_ms: int
 
 
+@dataclass(frozen=True)
+class CaptureListing:
+    """What a capture path names: the files to read, sorted by path, and what a directory holds that
+    is not read though it is not hidden (files not named as captures, links to folders), sorted."""
+
+    files: list[CaptureFile]
+    ignored: tuple[str, ...] = ()
+
+
 def _has_scheme(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
@@ -64,32 +78,47 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
+def _capture_name(name: str) -> bool:
+    return name.lower().endswith(CAPTURE_SUFFIXES)
+
+
 def _wanted(name: str) -> bool:
-    return not _hidden(name) and name.endswith(CAPTURE_SUFFIXES)
+    return not _hidden(name) and _capture_name(name)
 
 
-def _walk(directory: str) -> list[str]:
+def _walk(directory: str) -> tuple[list[str], list[str]]:
     """The capture files below ``directory`` (names starting with ``.`` or ``_`` skipped, and folders
-    so named not entered). A directory os.walk cannot list is kept as a path of its own: reading it
-    fails, so its unreadable_file line says what was not read instead of the files inside vanishing."""
+    so named not entered), and the entries not read though not hidden: files with other names, and
+    links to folders (not entered). A directory os.walk cannot list is kept as a path of its own:
+    reading it fails, so its unreadable_file line says what was not read instead of the files inside
+    vanishing."""
     unlisted: list[str] = []
-    paths = []
+    paths: list[str] = []
+    ignored: list[str] = []
     for d, dirs, names in os.walk(directory, onerror=lambda e: unlisted.append(e.filename)):
         dirs[:] = [n for n in dirs if not _hidden(n)]  # not entered, like such files are not read
+        ignored += [os.path.join(d, n) for n in dirs if os.path.islink(os.path.join(d, n))]  # os.walk does not enter them
         paths += [os.path.join(d, n) for n in names if _wanted(n)]
-    return paths + unlisted
+        ignored += [os.path.join(d, n) for n in names if not _hidden(n) and not _capture_name(n)]
+    return paths + unlisted, ignored
 
 
 def list_capture_files(spec: str) -> list[CaptureFile]:
     """Every capture file ``spec`` names, sorted by path; ``[]`` for a directory without one. Raises
     CaptureNotFoundError when ``spec`` names no file or directory, or is a glob that matches no file."""
+    return list_captures(spec).files
+
+
+def list_captures(spec: str) -> CaptureListing:
+    """:func:`list_capture_files`, with what a directory holds that is not read (:class:`CaptureListing`)."""
     if _has_scheme(spec):
         return _list_remote(spec)
     spec = _local(spec)
+    ignored: list[str] = []
     if os.path.isdir(spec):
-        paths = _walk(spec)
+        paths, ignored = _walk(spec)
         if not paths:
-            return []
+            return CaptureListing([], _sorted_abs(ignored))
     elif os.path.isfile(spec):
         paths = [spec]
     else:
@@ -108,10 +137,14 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
             files.append(CaptureFile(p, 0, 0))
             continue
         files.append(CaptureFile(p, st.st_size, int(st.st_mtime * 1000)))
-    return files
+    return CaptureListing(files, _sorted_abs(ignored))
 
 
-def _list_remote(spec: str) -> list[CaptureFile]:
+def _sorted_abs(paths: list[str]) -> tuple[str, ...]:
+    return tuple(sorted(os.path.abspath(p) for p in paths))
+
+
+def _list_remote(spec: str) -> CaptureListing:
     import pyarrow.fs as pafs
 
     from nsreplay.storage.filesystem import arrow_filesystem
@@ -122,26 +155,30 @@ def _list_remote(spec: str) -> list[CaptureFile]:
         root = f"{root.rstrip('/')}/{split[1]}"  # the glob as a path of fs
     scheme = spec.split("://", 1)[0]
     info = fs.get_file_info(root)
+    ignored: list[str] = []
     if info.type == pafs.FileType.File:
         infos = [info]
     elif info.type == pafs.FileType.Directory:
-        infos = [
+        visible = [
             i
             for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
-            if i.is_file and _wanted(i.base_name) and not any(_hidden(part) for part in _relative_parts(root, i.path)[:-1])
+            if i.is_file and not any(_hidden(part) for part in _relative_parts(root, i.path))
         ]
+        infos = [i for i in visible if _capture_name(i.base_name)]
+        ignored = sorted(f"{scheme}://{i.path}" for i in visible if not _capture_name(i.base_name))
         if not infos:
-            return []
+            return CaptureListing([], tuple(ignored))
     elif split is not None:
         infos = glob_files(fs, root)
     else:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     if not infos:
         raise CaptureNotFoundError(f"no capture file at {spec}")
-    return sorted(
+    files = sorted(
         (CaptureFile(f"{scheme}://{i.path}", i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
         key=lambda f: f.path,
     )
+    return CaptureListing(files, tuple(ignored))
 
 
 def _split_glob(uri: str) -> tuple[str, str] | None:

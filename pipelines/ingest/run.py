@@ -42,7 +42,7 @@ from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned
-from pipelines.ingest.capture_files import CaptureFile, list_capture_files
+from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, mark_stale
 from pipelines.ingest.transforms import (
@@ -123,6 +123,7 @@ class IngestResult:
     stale: tuple[StaleWindow, ...] = ()
     discarded: tuple[str, ...] = ()  # abandoned runs whose rows this run deleted first (pipelines.ingest.abandoned)
     warehouse: str = ""  # the warehouse root, for the commands the messages suggest
+    ignored: tuple[str, ...] = ()  # what the capture directory holds that was not read (CaptureListing.ignored)
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
@@ -143,7 +144,19 @@ class IngestResult:
             f"ingest {self.run_id}: {self.status}; files {self.files_read} read, {self.files_skipped} already ingested; "
             f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates} + quarantined {self.quarantined} "
             f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
-        ) + (f"\n{self.discard_note()}" if self.discarded else "") + (f"\n{self.late_data()}" if self.stale else "")
+        ) + (f"\n{self.discard_note()}" if self.discarded else "") + (f"\n{self.late_data()}" if self.stale else "") + (
+            f"\n{self.ignored_note()}" if self.ignored else ""
+        )
+
+    def ignored_note(self) -> str:
+        """What the capture directory holds that was not read, a few of them named ('' if nothing)."""
+        if not self.ignored:
+            return ""
+        shown = ", ".join(self.ignored[:3]) + (f" and {len(self.ignored) - 3} more" if len(self.ignored) > 3 else "")
+        return (
+            f"not read: {len(self.ignored)} entries of the capture directory are not capture files by name "
+            f"(a name ending in {', '.join(CAPTURE_SUFFIXES)}, any case) or are links to folders: {shown}"
+        )
 
     def discard_note(self) -> str:
         """What this run deleted before it read ('' if nothing)."""
@@ -241,7 +254,8 @@ def parse_options(settings: Settings) -> ParseOptions:
 def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, captures: str, run_id: str) -> IngestResult:
     """Ingest the capture files at ``captures`` under ``run_id`` (see module docstring)."""
     started = int(time.time() * 1000)
-    files = list_capture_files(captures)  # before any table is created: a wrong path leaves no trace
+    listing = list_captures(captures)  # before any table is created: a wrong path leaves no trace
+    files = listing.files
     for spec in ALL_TABLES:
         warehouse.ensure(spec)
     discarded = discard_abandoned(spark, warehouse, JOB, run_id)
@@ -348,6 +362,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             stale=stale,
             discarded=discarded,
             warehouse=warehouse.root,
+            ignored=listing.ignored,
         )
         run_row = [(
             run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,

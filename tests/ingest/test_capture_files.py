@@ -11,9 +11,9 @@ import pytest
 from nsreplay.config import load_settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
-from pipelines.ingest.capture_files import CaptureFile, CaptureNotFoundError, _list_remote, list_capture_files, open_capture
+from pipelines.ingest.capture_files import CaptureFile, CaptureListing, CaptureNotFoundError, _list_remote, list_capture_files, list_captures, open_capture
 from pipelines.ingest.capture_reader import read_capture_file
-from pipelines.ingest.run import _already_ingested, run_ingest
+from pipelines.ingest.run import IngestResult, _already_ingested, run_ingest
 from schemas.bronze import INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE
 
@@ -29,11 +29,53 @@ def test_files_and_folders_whose_names_start_with_a_dot_or_underscore_are_skippe
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text('{"a":1}\n')
     # the pyarrow listing serves URIs with a scheme (hdfs://, s3://); file:// reaches it here
-    listed = list_capture_files(str(tmp_path)) if how == "local" else _list_remote(f"file://{tmp_path}")
+    listed = list_capture_files(str(tmp_path)) if how == "local" else _list_remote(f"file://{tmp_path}").files
     assert [os.path.relpath(f.path.removeprefix("file://"), tmp_path) for f in listed] == ["a/b/y.jsonl.gz", "a/x.jsonl", "top.jsonl"]
     # a glob reads what it matches, as documented
     matched = list_capture_files(str(tmp_path / "a" / "*.jsonl"))
     assert sorted(os.path.basename(f.path) for f in matched) == ["_u.jsonl", "x.jsonl"]
+
+
+@pytest.mark.parametrize("how", ["local", "pyarrow"])
+def test_capture_names_match_in_any_case_and_the_other_files_are_named_not_dropped(tmp_path, how) -> None:
+    """``.ndjson`` and upper-case names are captures; a file with another name is not read but listed
+    as ignored, so that the run can say so; hidden names are neither."""
+    for rel in ("A.JSONL.GZ", "b.ndjson", "sub/c.NDJSON.gz", "d.jsonl", "notes.txt", "sub/e.csv", "_partial.txt", ".x/f.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("{}\n")
+    prefix = "" if how == "local" else "file://"
+    listing = list_captures(str(tmp_path)) if how == "local" else _list_remote(f"file://{tmp_path}")
+    assert [f.path for f in listing.files] == [f"{prefix}{tmp_path}/{n}" for n in ("A.JSONL.GZ", "b.ndjson", "d.jsonl", "sub/c.NDJSON.gz")]
+    assert listing.ignored == (f"{prefix}{tmp_path}/notes.txt", f"{prefix}{tmp_path}/sub/e.csv")
+
+
+def test_a_link_to_a_folder_is_not_entered_but_named(tmp_path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.jsonl").write_text("{}\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "y.jsonl").write_text("{}\n")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "in" / "linked")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "in" / "_hidden_link")
+    assert list_captures(str(tmp_path / "in")) == CaptureListing(
+        [CaptureFile(str(tmp_path / "in" / "y.jsonl"), 3, list_capture_files(str(tmp_path / "in"))[0].mtime_ms)],
+        (str(tmp_path / "in" / "linked"),),
+    )
+    assert list_captures(str(tmp_path / "in" / "y.jsonl")).ignored == ()  # a file, or a glob: nothing to report
+
+
+def test_a_directory_holding_only_other_files_is_an_empty_capture_that_names_them(tmp_path) -> None:
+    (tmp_path / "capture.jsonl.bak").write_text("{}\n")
+    assert list_captures(str(tmp_path)) == CaptureListing([], (str(tmp_path / "capture.jsonl.bak"),))
+
+
+def test_the_ingest_summary_names_what_was_not_read() -> None:
+    result = IngestResult("r1", 1, 1, 0, 2, 2, 0, 0, {}, 0, None, "succeeded", ignored=tuple(f"/in/{n}" for n in "abcde"))
+    assert result.summary().splitlines()[1:] == [
+        "not read: 5 entries of the capture directory are not capture files by name (a name ending in .jsonl, "
+        ".jsonl.gz, .ndjson, .ndjson.gz, .json, .json.gz, .gz, .log, any case) or are links to folders: "
+        "/in/a, /in/b, /in/c and 2 more"
+    ]
+    assert "not read" not in IngestResult("r1", 1, 1, 0, 2, 2, 0, 0, {}, 0, None, "succeeded").summary()
 
 
 def test_links_that_lead_nowhere_and_fifos_are_listed_and_read_as_unreadable(tmp_path) -> None:
@@ -121,7 +163,7 @@ def test_a_directory_without_capture_files_is_an_empty_capture(tmp_path, how) ->
     (tmp_path / "_tmp").mkdir()
     (tmp_path / "_tmp" / "z.jsonl").write_text('{"a":1}\n')
     (tmp_path / "notes.txt").write_text("not a capture file")
-    listing = list_capture_files if how == "local" else _list_remote
+    listing = list_capture_files if how == "local" else (lambda spec: _list_remote(spec).files)
     prefix = "" if how == "local" else "file://"
     assert listing(f"{prefix}{tmp_path}") == []
     for wrong in (tmp_path / "no-such-dir", tmp_path / "*.log"):

@@ -115,7 +115,7 @@ def test_the_pyarrow_listing_reads_what_the_local_glob_reads(tree, pattern, expe
     assert [os.path.relpath(f.path, tree) for f in local] == sorted(expected)
     assert sorted(listed) == [f.path for f in local]
     # the whole URI path: split, pyarrow listing, CaptureFile rows
-    remote = _list_remote(f"file://{spec}")
+    remote = _list_remote(f"file://{spec}").files
     assert [(f.path.removeprefix("file://"), f.size_bytes) for f in remote] == [(f.path, f.size_bytes) for f in local]
 
 
@@ -126,7 +126,7 @@ def test_a_uri_that_names_an_existing_directory_with_glob_characters_reads_that_
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("{}\n")
     local = [f.path for f in list_capture_files(f"{tmp_path}/lit[1]")]
-    remote = [f.path.removeprefix("file://") for f in _list_remote(f"file://{tmp_path}/lit[1]")]
+    remote = [f.path.removeprefix("file://") for f in _list_remote(f"file://{tmp_path}/lit[1]").files]
     assert local == remote == [f"{tmp_path}/lit[1]/k.jsonl"]
 
 
