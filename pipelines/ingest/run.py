@@ -82,25 +82,52 @@ class QuarantineReason:
     detail: str | None
 
 
+@dataclass(frozen=True)
+class FileQuarantine:
+    """How many of one file's lines a run quarantined, of how many it read."""
+
+    source_file: str
+    quarantined: int
+    lines: int
+
+
+#: How many files an ingest quality failure names, those with the most quarantined lines first.
+WORST_FILES_SHOWN = 3
+
+
 class IngestQualityError(RuntimeError):
     """A table-level data-quality check failed; silver was not written. ``quarantined`` says which lines
     the run would have quarantined (a failed run writes no ``silver.quarantine`` rows; bronze keeps
-    every line it read), so that the error itself says what is wrong with the input."""
+    every line it read), and ``worst_files`` the files with the most of them, so that the error itself
+    says what is wrong with the input, and where (a stray non-capture file, say)."""
 
-    def __init__(self, report: QualityReport, quarantined: tuple[QuarantineReason, ...] = ()) -> None:
+    def __init__(
+        self, report: QualityReport, quarantined: tuple[QuarantineReason, ...] = (), worst_files: tuple[FileQuarantine, ...] = ()
+    ) -> None:
         super().__init__(f"{report.text().splitlines()[0]}; silver was not written (see silver.quality_results)")
         self.report = report
         self.quarantined = quarantined
+        self.worst_files = worst_files
 
     def text(self) -> str:
-        """The quality report, then each quarantine reason with its count and its first line."""
+        """The quality report, then each quarantine reason with its count and its first line, then the
+        files with the most quarantined lines."""
         lines = [self.report.text()]
         if self.quarantined:
             lines.append("lines that would have been quarantined (none was written; bronze.captures_raw keeps them):")
             for q in sorted(self.quarantined, key=lambda q: (-q.count, q.reason)):
                 detail = f": {q.detail}" if q.detail else ""
                 lines.append(f"  - {q.reason}: {q.count} lines, the first {q.source_file}:{q.line_no}{detail}")
+        if self.worst_files:
+            lines.append("the files with the most of them:")
+            lines += [f"  - {f.source_file}: {f.quarantined} of its {f.lines} lines" for f in self.worst_files]
         return "\n".join(lines)
+
+
+def worst_files(quarantined: dict[str, int], lines: dict[str, int], shown: int = WORST_FILES_SHOWN) -> tuple[FileQuarantine, ...]:
+    """The ``shown`` files with the most quarantined lines (ties by path), with their line counts."""
+    ranked = sorted((n for n in quarantined.items() if n[1]), key=lambda n: (-n[1], n[0]))[:shown]
+    return tuple(FileQuarantine(path, count, lines.get(path, count)) for path, count in ranked)
 
 
 @dataclass(frozen=True)
@@ -190,6 +217,7 @@ class _LineCounts:
     by_reason: dict[str, int]
     per_file: dict[str, int]
     unreadable: frozenset[str]
+    quarantined_per_file: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def of(parsed: DataFrame) -> _LineCounts:
@@ -197,15 +225,17 @@ class _LineCounts:
         by_status: dict[str, int] = {}
         by_reason: dict[str, int] = {}
         per_file: dict[str, int] = {}
+        quarantined: dict[str, int] = {}
         unreadable: set[str] = set()
         for r in parsed.groupBy("status", "reason", "source_file").count().collect():
             by_status[r.status] = by_status.get(r.status, 0) + r["count"]
             per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
             if r.reason:
                 by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
+                quarantined[r.source_file] = quarantined.get(r.source_file, 0) + r["count"]
             if r.reason == "unreadable_file":
                 unreadable.add(r.source_file)
-        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable))
+        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined)
 
 
 def _utc_date(ms: int) -> str:
@@ -373,7 +403,11 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         if not report.passed:
             # the counts are the run's own (by_reason); only the first line of each reason is looked up
             firsts = first_quarantined(parsed).collect()
-            raise IngestQualityError(report, tuple(QuarantineReason(r.reason, by_reason[r.reason], r.source_file, r.line_no, r.detail) for r in firsts))
+            raise IngestQualityError(
+                report,
+                tuple(QuarantineReason(r.reason, by_reason[r.reason], r.source_file, r.line_no, r.detail) for r in firsts),
+                worst_files(counts.quarantined_per_file, per_file),
+            )
         return result
     finally:
         for frame in cached:

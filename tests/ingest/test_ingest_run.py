@@ -29,7 +29,7 @@ from nsreplay.protocol.register_body import (
     encode_register_body_bytes,
 )
 from nsreplay.storage import Warehouse
-from pipelines.ingest.run import IngestQualityError, QuarantineReason, run_ingest
+from pipelines.ingest.run import FileQuarantine, IngestQualityError, QuarantineReason, run_ingest, worst_files
 from pipelines.ingest.transforms import duplicate_ids
 from schemas import ALL_TABLES
 from schemas.bronze import CAPTURE_BODIES, CAPTURES_RAW, INGEST_FILES
@@ -303,21 +303,32 @@ def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -
     capture = tmp_path / "junk"
     capture.mkdir()
     (capture / "junk.jsonl").write_bytes(b"not json\n" * 8 + jsonl(good_records()[:2]))
+    (capture / "a.jsonl").write_bytes(b"not json\n" + jsonl(good_records()[2:3]))  # first by path, not the worst
     warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
     with pytest.raises(IngestQualityError) as failure:
         run_ingest(spark, warehouse, settings(), str(capture), "run-junk")
     assert "quarantine_ratio" in failure.value.report.text()
     # the error names the lines: a failed run writes no quarantine rows
-    first = str(capture / "junk.jsonl")
-    assert failure.value.quarantined == (QuarantineReason("invalid_json", 8, first, 1, failure.value.quarantined[0].detail),)
+    first, junk = str(capture / "a.jsonl"), str(capture / "junk.jsonl")
+    assert failure.value.quarantined == (QuarantineReason("invalid_json", 9, first, 1, failure.value.quarantined[0].detail),)
     assert failure.value.quarantined[0].detail.startswith("not valid JSON")
-    assert f"  - invalid_json: 8 lines, the first {first}:1: not valid JSON" in failure.value.text()
+    assert f"  - invalid_json: 9 lines, the first {first}:1: not valid JSON" in failure.value.text()
+    # and the files that hold them, the worst first
+    assert failure.value.worst_files == (FileQuarantine(junk, 8, 10), FileQuarantine(first, 1, 2))
+    assert failure.value.text().endswith(f"the files with the most of them:\n  - {junk}: 8 of its 10 lines\n  - {first}: 1 of its 2 lines")
     assert warehouse.read(EVENTS).count() == 0 and warehouse.read(QUARANTINE).count() == 0
     run = warehouse.read(INGEST_RUNS).collect()
-    assert [(r.status, r.quality_passed, r.quarantined) for r in run] == [("failed_quality", False, 8)]
+    assert [(r.status, r.quality_passed, r.quarantined) for r in run] == [("failed_quality", False, 9)]
     failed = warehouse.read(QUALITY_RESULTS).where(~F.col("success")).select("expectation", "column").collect()
     assert [(r.expectation, r.column) for r in failed] == [("expect_column_values_to_be_between", "quarantine_ratio")]
     assert warehouse.read(INGEST_FILES).count() == 0  # the files are not marked as ingested: a fixed re-run reads them
+
+
+def test_worst_files_are_the_most_quarantined_first_ties_by_path_and_at_most_three() -> None:
+    quarantined = {"/c": 5, "/a": 5, "/b": 7, "/d": 1, "/e": 0}
+    lines = {"/a": 10, "/b": 7, "/c": 50, "/d": 1, "/e": 3}
+    assert worst_files(quarantined, lines) == (FileQuarantine("/b", 7, 7), FileQuarantine("/a", 5, 10), FileQuarantine("/c", 5, 50))
+    assert worst_files({"/e": 0}, lines) == ()
 
 
 def test_duplicate_ids_are_the_repeated_and_the_already_stored_ones(spark) -> None:
