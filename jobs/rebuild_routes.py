@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         raise UsageError("--stage needs --run-id (the stages of one run share it)")
     if args.stage == "ingest" and args.captures is None:
         raise UsageError("--stage ingest needs --captures")
+    if args.stage in ("replay", "quality", "publish") and args.captures is not None:
+        raise UsageError(f"--stage {args.stage} reads no captures: --captures goes with --stage ingest (or no --stage)")
     args.window_from = parse_time(args.window_from) if args.window_from else None
     args.window_to = parse_time(args.window_to) if args.window_to else None
     if args.window_from is not None and args.window_to is not None and args.window_from >= args.window_to:

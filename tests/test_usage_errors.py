@@ -139,3 +139,14 @@ def test_a_failure_after_ctrl_c_is_reported_as_interrupted(monkeypatch, capsys) 
     finally:
         signal.signal(signal.SIGINT, previous)
     assert capsys.readouterr().err.splitlines()[-1].endswith(": interrupted")
+
+
+@pytest.mark.parametrize("stage", ["replay", "quality", "publish"])
+def test_captures_given_to_a_stage_that_reads_none_is_refused_not_ignored(stage) -> None:
+    """Only the ingest stage (or a whole run) reads ``--captures``; before, the others ignored it."""
+    argv = [sys.executable, "jobs/rebuild_routes.py", "--captures", "captures/x", "--run-id", "r1", "--stage", stage]
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"rebuild_routes.py: --stage {stage} reads no captures: --captures goes with --stage ingest (or no --stage)"
+    ], result.stderr
