@@ -137,6 +137,12 @@ class PublishedHistory:
         self._check(namesrv, t)
         return build_snapshot({spec.name: self._table(spec, namesrv, t) for spec in _TABLES}, t)
 
+    def profile_at(self, namesrv: str, t: int) -> str:
+        """The semantics profile of ``namesrv``'s epoch at ``t`` (raises OutsideCoverageError); reads
+        only its epochs."""
+        self._check(namesrv, t)
+        return _epoch_at(self.rows(NAMESRV_EPOCHS, namesrv), t)["profile"]
+
     def snapshots_at(self, namesrv: str, instants: Iterable[int]) -> Iterator[tuple[int, Snapshot]]:
         """(t, :meth:`snapshot_at` ``t``) for each of ``instants``, in their order. The NameServer's
         rows alive between the earliest and the latest instant are read once, and each instant's

@@ -665,6 +665,10 @@ class RouteIndex:
 
     # -- RouteSource ----------------------------------------------------------------------------------
 
+    def profile(self, namesrv: str, t: int | None) -> str:
+        """The semantics profile of ``namesrv``'s epoch at ``t`` (HistorySource.profile)."""
+        return self._epoch(namesrv, self.check(namesrv, t)).profile
+
     def route(self, namesrv: str, topic: str | None, t: int | None, *, request_version: int, shape: Shape = "auto") -> Answer:
         """GET_ROUTEINFO_BY_TOPIC at ``t`` (HistorySource.route, faster).
 

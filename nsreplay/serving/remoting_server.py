@@ -19,7 +19,8 @@ and answers, for one NameServer ``namesrv``, what it would have answered at one 
   responses (flag bit 0) are ignored.
 
 A response echoes the request's opaque, sets flag bit 0, is written in the request's serialize type and
-carries :data:`RESPONSE_VERSION` and language ``JAVA`` as the NameServer's would.
+carries language ``JAVA`` and the version the NameServer stamps on its responses
+(:func:`response_version` of its profile at the instant asked about; see there).
 
 Connections are independent asyncio tasks; requests on one connection are answered in order. A frame
 that cannot be decoded (:class:`~nsreplay.serving.remoting.FrameError`: bad or oversized length,
@@ -45,8 +46,9 @@ import threading
 from typing import Any, Callable, Coroutine, TypeVar
 
 from nsreplay.history import OutsideCoverageError
-from nsreplay.model import Answer, ResponseCode
+from nsreplay.model import PROFILE_5, PROFILE_49, Answer, ResponseCode
 from nsreplay.model.render import STANDARD_JSON_MIN_VERSION
+from nsreplay.protocol.mq_version import release_version
 from nsreplay.runtime import UsageError, parse_time
 from nsreplay.serving import connections
 from nsreplay.serving.remoting import (
@@ -65,7 +67,9 @@ __all__ = [
     "GET_BROKER_CLUSTER_INFO",
     "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
     "SUPPORTED_CODES",
-    "RESPONSE_VERSION",
+    "PROFILE_RELEASES",
+    "UNKNOWN_NAMESRV_VERSION",
+    "response_version",
     "IDLE_TIMEOUT_S",
     "answer_request",
     "start_remoting_server",
@@ -76,7 +80,12 @@ GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
 SUPPORTED_CODES = (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-RESPONSE_VERSION = 401  # the version a NameServer puts in its responses (its own, V4_9_4 here)
+#: The release whose version a NameServer of each profile answers with: the releases the semantics spec
+#: was read off (see :func:`response_version`).
+PROFILE_RELEASES = {PROFILE_49: "4.9.4", PROFILE_5: "5.3.3"}
+#: The version of answers for a NameServer the source does not cover (V4_9_4): no NameServer sends
+#: them, the shim does when it serves a name it has no history for.
+UNKNOWN_NAMESRV_VERSION = release_version(PROFILE_RELEASES[PROFILE_49])
 IDLE_TIMEOUT_S = 120.0  # like the NameServer's all-idle channel timeout
 
 RequestObserver = Callable[[RemotingCommand], None]
@@ -84,8 +93,32 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-def _error(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
-    return response_to(request, code, remark=remark, version=RESPONSE_VERSION)
+def response_version(profile: str) -> int:
+    """The ``version`` a NameServer of semantics profile ``profile`` puts in every response.
+
+    A NameServer stamps its own ``MQVersion.CURRENT_VERSION`` on its responses
+    (:mod:`nsreplay.protocol.mq_version`), so the exact value depends on its release. The published
+    tables keep only the profile of each NameServer run (``gold.namesrv_epochs.profile``), not the
+    ``rocketmq_version`` of its start record, so the shim answers with the release the semantics
+    spec was read off for that profile (:data:`PROFILE_RELEASES`): 401 (V4_9_4) for ``rocketmq-4.9``,
+    479 (V5_3_3) for ``rocketmq-5``. A NameServer of another 4.9.x or 5.x release sent its own
+    number instead. Raises KeyError for an unknown profile."""
+    return release_version(PROFILE_RELEASES[profile])
+
+
+def _server_version(source: RouteSource, namesrv: str, t: int | None) -> int:
+    """The version of ``namesrv``'s responses at ``t``: its profile's there; for an instant it has no
+    state at (outside the covered range), its profile at the end of the covered range; for a
+    NameServer the source does not know, :data:`UNKNOWN_NAMESRV_VERSION`."""
+    for instant in (t, None) if t is not None else (None,):
+        try:
+            return response_version(source.profile(namesrv, instant))
+        except OutsideCoverageError:
+            continue
+        except Exception:  # a failing source is reported where the answer is asked for
+            log.exception("remoting: source failed to name the profile of %s", namesrv)
+            break
+    return UNKNOWN_NAMESRV_VERSION
 
 
 def _instant(request: RemotingCommand, as_of: int | None) -> int | None:
@@ -100,19 +133,26 @@ def answer_request(request: RemotingCommand, source: RouteSource, *, namesrv: st
     """The response to one decoded request (``None`` for oneway requests and stray responses)."""
     if request.is_oneway or request.is_response:
         return None
-    if request.code not in SUPPORTED_CODES:
-        return _error(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                      f"request code {request.code} not supported: this is a read-only NameServer replaying "
-                      f"{namesrv}, it answers 105 (route), 106 (cluster info) and 206 (topic list)")
     try:
-        t = _instant(request, as_of)
+        t, bad_as_of = _instant(request, as_of), None
     except UsageError as exc:
-        return _error(request, ResponseCode.SYSTEM_ERROR, f"bad asOf: {exc}")
+        t, bad_as_of = as_of, exc
+    version = _server_version(source, namesrv, t)
+
+    def error(code: int, remark: str) -> RemotingCommand:
+        return response_to(request, code, remark=remark, version=version)
+
+    if request.code not in SUPPORTED_CODES:
+        return error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                     f"request code {request.code} not supported: this is a read-only NameServer replaying "
+                     f"{namesrv}, it answers 105 (route), 106 (cluster info) and 206 (topic list)")
+    if bad_as_of is not None:
+        return error(ResponseCode.SYSTEM_ERROR, f"bad asOf: {bad_as_of}")
     try:
         if request.code == GET_ROUTEINFO_BY_TOPIC:
             topic = request.ext("topic")
             if topic is None and request.ext_fields is not None:  # the header's @CFNotNull check fails
-                return _error(request, ResponseCode.SYSTEM_ERROR, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'")
+                return error(ResponseCode.SYSTEM_ERROR, "GET_ROUTEINFO_BY_TOPIC needs extField 'topic'")
             # without any extFields Java checks no header field: the topic is null, and not found
             # extField acceptStandardJsonOnly "true" (Boolean.parseBoolean: any case) asks for standard
             # JSON whatever the version, in 4.9.4 as in 5.x
@@ -124,18 +164,19 @@ def answer_request(request: RemotingCommand, source: RouteSource, *, namesrv: st
         else:
             answer = source.topics(namesrv, t, request_version=request.version)
     except OutsideCoverageError as exc:
-        return _error(request, ResponseCode.SYSTEM_ERROR, f"no history there: {exc}")
+        return error(ResponseCode.SYSTEM_ERROR, f"no history there: {exc}")
     except Exception as exc:  # a failing source must not take the endpoint down
         log.exception("remoting: source failed on code %s", request.code)
-        return _error(request, ResponseCode.SYSTEM_ERROR, f"internal error: {type(exc).__name__}: {exc}")
-    return response_to(request, answer.code, body=answer.body, remark=answer.remark, version=RESPONSE_VERSION)
+        return error(ResponseCode.SYSTEM_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+    return response_to(request, answer.code, body=answer.body, remark=answer.remark, version=version)
 
 
 def _encode_response(request: RemotingCommand, response: RemotingCommand) -> bytes:
     try:
         return encode_frame(response)
     except EncodeError as exc:
-        return encode_frame(_error(request, ResponseCode.SYSTEM_ERROR, f"answer cannot be sent: {exc}"))
+        return encode_frame(response_to(request, ResponseCode.SYSTEM_ERROR, remark=f"answer cannot be sent: {exc}",
+                                        version=response.version))
 
 
 async def start_remoting_server(

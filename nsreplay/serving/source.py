@@ -26,6 +26,11 @@ class RouteSource(Protocol):
 
     def coverage(self) -> list[Coverage]: ...
 
+    def profile(self, namesrv: str, t: int | None) -> str:
+        """The semantics profile (``rocketmq-4.9`` / ``rocketmq-5``) ``namesrv`` ran at ``t``: its
+        epoch's (a restart may change it)."""
+        ...
+
     def route(self, namesrv: str, topic: str | None, t: int | None, *, request_version: int) -> Answer:
         """GET_ROUTEINFO_BY_TOPIC; a ``None`` topic (a request without extFields) is not found."""
         ...
@@ -40,6 +45,9 @@ class SnapshotSource:
 
     def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
         raise NotImplementedError
+
+    def profile(self, namesrv: str, t: int | None) -> str:
+        return self.snapshot(namesrv, t).profile
 
     def route(self, namesrv: str, topic: str | None, t: int | None, *, request_version: int) -> Answer:
         return route_info(self.snapshot(namesrv, t), topic, request_version=request_version)
@@ -73,6 +81,9 @@ class HistorySource(SnapshotSource):
 
     def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
         return self._history.snapshot_at(namesrv, self.instant(namesrv, t))
+
+    def profile(self, namesrv: str, t: int | None) -> str:
+        return self._history.profile_at(namesrv, self.instant(namesrv, t))  # the epochs only, not a snapshot
 
 
 __all__ = ["HistorySource", "RouteSource", "SnapshotSource"]

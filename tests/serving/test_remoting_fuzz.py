@@ -260,7 +260,7 @@ REMARK_CODE_NOT_SUPPORTED = r"request code {code} not supported\b.*"
 REMARK_BAD_AS_OF = r"bad asOf: .*"
 REMARK_NO_HISTORY = r"no history there: .*"
 REMARK_NO_TOPIC = r".*'topic'.*"
-RESPONSE_VERSION = 401  # what the contract says a response carries: its NameServer's version (V4_9_4) and JAVA
+RESPONSE_VERSION = 401  # what a response carries: its NameServer's version (V4_9_4: SOURCE is a 4.9.4 NameServer throughout) and JAVA
 RESPONSE_LANGUAGE = "JAVA"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
