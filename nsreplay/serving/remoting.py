@@ -9,14 +9,22 @@ A frame on the wire::
 
 * **JSON header** (serializeType 0): an object with ``code``, ``language``, ``version``, ``opaque``,
   ``flag``, ``remark``, ``extFields`` (string → string) and ``serializeTypeCurrentRPC``. Missing fields
-  take Java's defaults (language ``JAVA``, numbers 0, no remark, no extFields). Scalar extField values
-  that are not strings (numbers, booleans) are taken as their JSON text, as fastjson would; ``null``
-  values are dropped. Encoded like fastjson: compact, keys ascending, nulls omitted.
+  take Java's defaults (language ``JAVA``, numbers 0, no remark, no extFields). A number field may be
+  written as a string of ASCII digits with an optional ``-`` (``"code":"105"``), which fastjson reads
+  into the ``int`` as it reads the number (other strings fastjson may also coerce, such as ``"+105"``
+  or ``"1,05"``, are refused). Scalar extField values that are not strings (numbers, booleans) are
+  taken as their JSON text, as fastjson would; ``null`` values are dropped. The header bytes must be
+  UTF-8: the NameServer (4.9.4 to 5.3.3, fastjson 1.x) parses them with ``JSON.parseObject(byte[],
+  RemotingCommand.class)``, whose UTF-8 decoder gives up on a malformed sequence (the result is null
+  and the decoder closes the connection). Encoded like fastjson: compact, keys ascending, nulls omitted.
 * **ROCKETMQ binary header** (serializeType 1, big-endian): code int16; language byte; version int16;
   opaque int32; flag int32; remark as int32 length + UTF-8 (length 0 = no remark); extFields as int32
   total length, then repeated (int16 key length, key, int32 value length, value). Every declared length
   must fit in what is left; the header must end exactly where its last field ends. Length 0 means
   "none", so an empty remark or an empty extFields map decodes as ``None`` (JSON keeps the difference).
+  Text is decoded as Java's ``new String(bytes, UTF_8)`` (4.9.4) and Netty's ``readCharSequence(len,
+  UTF_8)`` (5.x) do: bytes that are not UTF-8 do not fail the frame, each malformed sequence becomes
+  one U+FFFD (:func:`~nsreplay.protocol.java_strings.java_string`).
 * flag bit 0 = response, bit 1 = oneway. A response (:func:`response_to`) echoes the request's opaque,
   sets bit 0 and uses the request's serialize type.
 * A whole frame, length prefix included, is at most :data:`MAX_FRAME_BYTES` (16 MiB).
@@ -32,11 +40,13 @@ server closes the connection on it (the byte stream cannot be re-synchronized).
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from nsreplay.protocol.java_numbers import fits_java
+from nsreplay.protocol.java_numbers import fits_java, parse_java_integer
+from nsreplay.protocol.java_strings import java_string
 
 __all__ = [
     "MAX_FRAME_BYTES",
@@ -113,7 +123,7 @@ class TruncatedBinaryHeader(FrameError):
 
 
 class NotUtf8(FrameError):
-    """Header text (JSON header, remark, extField key or value) that is not UTF-8."""
+    """A JSON header that is not UTF-8 (binary header text never is an error: see the module docstring)."""
 
 
 class EncodeError(ValueError):
@@ -207,13 +217,27 @@ def decode_payload(payload: bytes) -> RemotingCommand:
     return replace(cmd, body=body)
 
 
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+")
+
+
 def _int_field(obj: Mapping[str, Any], key: str) -> int:
-    value = obj.get(key, 0)
-    if value is None:
+    """The ``int`` field ``key`` of a JSON header: 0 when absent or null; a JSON integer, or a string of
+    ASCII digits with an optional ``-`` (fastjson reads ``"105"`` into an ``int`` field as 105), that
+    fits 32 bits. Anything else (a fraction, a boolean, other text, out of range) fails the header."""
+    raw = obj.get(key, 0)
+    if raw is None:
         return 0
+    value = raw
+    if isinstance(raw, str) and _DECIMAL_TEXT.fullmatch(raw):
+        value = parse_java_integer(raw, 32)  # leading zeros as Java reads them; None beyond the range
     if isinstance(value, bool) or not isinstance(value, int) or not fits_java(value, 32):
-        raise BadJsonHeader(f"header field {key!r} must be a 32-bit integer, got {value!r}")
+        raise BadJsonHeader(f"header field {key!r} must be a 32-bit integer, got {_shown(raw)}")
     return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _ext_value(key: str, value: object) -> str:
@@ -281,11 +305,8 @@ class _Cursor:
         return _I32.unpack(self.take(4, what))[0]
 
     def text(self, n: int, what: str) -> str:
-        raw = self.take(n, what)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NotUtf8(f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
+        """The next ``n`` bytes as the NameServer reads them into a String (malformed UTF-8: U+FFFD)."""
+        return java_string(self.take(n, what))
 
 
 def _decode_binary_header(header: bytes) -> RemotingCommand:

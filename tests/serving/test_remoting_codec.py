@@ -241,19 +241,46 @@ def test_unknown_serialize_type(serialize_type):
 
 
 @pytest.mark.parametrize("header", [
-    b"{", b"[]", b'"x"', b"null", b"{}", b'{"code":"105"}', b'{"code":1.5}', b'{"code":true}',
+    b"{", b"[]", b'"x"', b"null", b"{}", b'{"code":1.5}', b'{"code":true}',
     b'{"code":2147483648}', b'{"code":1,"opaque":"x"}', b'{"code":1,"language":5}', b'{"code":1,"remark":5}',
     b'{"code":1,"extFields":[]}', b'{"code":1,"extFields":{"a":{}}}', b'{"code":1,"extFields":{"a":[1]}}',
     b"[" * 100000,
+    # number fields written as strings fastjson would not read, or would read only on some paths
+    b'{"code":"2147483648"}', b'{"code":"-2147483649"}', b'{"code":"9' + b"9" * 5000 + b'"}', b'{"code":"+105"}',
+    b'{"code":"105 "}', b'{"code":"1,05"}', b'{"code":"105.0"}', b'{"code":""}', b'{"code":"null"}',
+    b'{"code":"0x69"}', "{\"code\":\"\u0661\u0660\u0665\"}".encode(), b'{"code":"105\\n"}', b'{"code":1,"flag":"-"}',
 ])
 def test_bad_json_header(header):
     with pytest.raises(BadJsonHeader):
         decode_frame(frame(header))
 
 
-def test_json_header_not_utf8():
+@pytest.mark.parametrize("header, want", [
+    (b'{"code":"105","version":"401","opaque":"7","flag":"0","extFields":{"topic":"orders"}}',
+     RemotingCommand(code=105, version=401, opaque=7, flag=0, ext_fields={"topic": "orders"})),
+    (b'{"code":"105","version":"121","opaque":"-2147483648","flag":"2","language":"CPP"}',
+     RemotingCommand(code=105, language="CPP", version=121, opaque=-2147483648, flag=FLAG_ONEWAY)),
+    (b'{"code":"0000000000000000000206","opaque":"2147483647","version":"-0"}',
+     RemotingCommand(code=206, version=0, opaque=2147483647)),
+])
+def test_json_number_fields_written_as_decimal_strings(header, want):
+    """fastjson reads a JSON string of decimal digits into RemotingCommand's int fields (code, version,
+    opaque, flag) as the number, leading zeros and all; the NameServer answers such a frame."""
+    assert decode_frame(frame(header)) == want
+
+
+@pytest.mark.parametrize("header", [
+    b'{"code":1,"remark":"\xff"}',
+    b'{"code":105,"extFields":{"topic":"a\xedb"}}',  # cut short
+    b'{"code":105,"extFields":{"topic":"a\xed\xa0\x80b"}}',  # a UTF-16 surrogate written as UTF-8
+    b'{"code":105,"extFields":{"topic":"a\xc0\xafb"}}',  # an overlong '/'
+    b'{"code":105,"extFields":{"topic":"a\xf4\x90\x80\x80b"}}',  # beyond U+10FFFF
+])
+def test_json_header_not_utf8(header):
+    """The NameServer parses the JSON header's bytes with fastjson (JSON.parseObject(byte[], ...)), whose
+    UTF-8 decoder refuses any malformed sequence: the header decodes to null and the connection is closed."""
     with pytest.raises(NotUtf8):
-        decode_frame(frame(b'{"code":1,"remark":"\xff"}'))
+        decode_frame(frame(header))
 
 
 @pytest.mark.parametrize("header", [
@@ -274,14 +301,19 @@ def test_truncated_binary_header(header):
         decode_frame(frame(header, serialize_type=ROCKETMQ))
 
 
-@pytest.mark.parametrize("header", [
-    binary_header(remark=b"\xc3"),
-    binary_header(ext=[(b"\xff", b"v")]),
-    binary_header(ext=[(b"k", b"\xed\xa0\x80")]),  # a UTF-16 surrogate is not UTF-8
+@pytest.mark.parametrize("remark, ext, want_remark, want_ext", [
+    (b"\xc3", [], "\ufffd", None),  # cut short by the end
+    (b"ok\xffok", [(b"\xff", b"v")], "ok\ufffdok", {"\ufffd": "v"}),
+    (None, [(b"k", b"\xed\xa0\x80")], None, {"k": "\ufffd"}),  # a UTF-16 surrogate: one U+FFFD for its three bytes
+    (None, [(b"topic", b"a\xe6\x97b"), (b"k", b"\xf0\x9f\x98")], None, {"topic": "a\ufffdb", "k": "\ufffd"}),
+    (None, [(b"a\xc0\xaf", b"\xf4\x90\x80\x80")], None, {"a\ufffd\ufffd": "\ufffd\ufffd\ufffd\ufffd"}),
 ])
-def test_binary_text_not_utf8(header):
-    with pytest.raises(NotUtf8):
-        decode_frame(frame(header, serialize_type=ROCKETMQ))
+def test_binary_text_not_utf8_reads_as_java_reads_it(remark, ext, want_remark, want_ext):
+    """The NameServer reads a ROCKETMQ header's remark and extFields with new String(bytes, UTF_8) (4.9.4)
+    or Netty's readCharSequence(len, UTF_8) (5.x): malformed UTF-8 becomes U+FFFD, the frame is answered."""
+    header = binary_header(code=105, lang=1, version=63, opaque=4, remark=remark, ext=ext)
+    assert decode_frame(frame(header, serialize_type=ROCKETMQ)) == RemotingCommand(
+        code=105, language="CPP", version=63, opaque=4, remark=want_remark, ext_fields=want_ext, serialize_type=ROCKETMQ)
 
 
 def test_every_decode_error_is_a_frame_error_and_a_value_error():

@@ -1,7 +1,8 @@
 """Edge cases of the remoting endpoint where a real NameServer still answers: a bad ``asOf`` of any
-kind, a topic Java would encode with '?', ``acceptStandardJsonOnly``; and a peer that sends but never
-reads, which the NameServer's all-idle timeout closes. The source is the reference model over the
-fuzzer's small capture (no Spark)."""
+kind, a topic Java would encode with '?', ``acceptStandardJsonOnly``, number fields written as strings,
+binary-header text that is not UTF-8; where it closes the connection: a JSON header that is not UTF-8;
+and a peer that sends but never reads, which the NameServer's all-idle timeout closes. The source is
+the reference model over the fuzzer's small capture (no Spark)."""
 
 from __future__ import annotations
 
@@ -107,3 +108,57 @@ def test_a_peer_that_never_reads_is_closed_after_the_idle_timeout(monkeypatch):
             held.append(server.run(connections()))
         sock.close()
     assert held[-1] == 0, "a peer that does not read holds its connection past the idle timeout"
+
+
+def raw_frame(header: bytes, serialize_type: int = 0) -> bytes:
+    """A frame from the header's bytes as given (no body)."""
+    return struct.pack(">iI", 4 + len(header), (serialize_type << 24) | len(header)) + header
+
+
+def binary_header(code: int, opaque: int, ext: list[tuple[bytes, bytes]], version: int = 63) -> bytes:
+    """A ROCKETMQ header (language CPP, no remark) with the extFields' bytes as given."""
+    fields = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v for k, v in ext)
+    return struct.pack(">hbhiii", code, 1, version, opaque, 0, 0) + struct.pack(">i", len(fields)) + fields
+
+
+@pytest.mark.parametrize("version, standard", [("121", False), ("401", True), ("00401", True)])
+def test_number_fields_written_as_strings_are_answered(version, standard):
+    """fastjson reads "code":"105" (and the other int fields) as the number: the NameServer answers."""
+    header = '{"code":"105","opaque":"3","version":"%s","language":"JAVA","flag":"0","extFields":{"topic":"orders"}}' % version
+    with RemotingServerThread(lambda: SOURCE, namesrv=NS, as_of=None) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(raw_json_frame(header) + raw_json_frame('{"code":"206","opaque":"-4"}'))
+        reply, after = read_reply(sock), read_reply(sock)
+    want = SOURCE.route(NS, "orders", None, request_version=401 if standard else 121)
+    assert (reply.opaque, reply.code, reply.remark, reply.body) == (3, 0, None, want.body)
+    assert bool(re.search(rb'"brokerAddrs":\{"\d+":"', reply.body)) is standard
+    assert (after.opaque, after.code, after.body) == (-4, 0, SOURCE.topics(NS, None, request_version=401).body)
+
+
+def test_binary_header_text_that_is_not_utf8_is_answered_as_java_reads_it():
+    """A ROCKETMQ header's extFields are read with new String(bytes, UTF_8) / Netty's readCharSequence:
+    malformed UTF-8 becomes U+FFFD and the request is answered."""
+    unknown = raw_frame(binary_header(105, 5, [(b"topic", b"ord\xffers")]), serialize_type=1)
+    known = raw_frame(binary_header(105, 6, [(b"topic", b"orders"), (b"x\xed\xa0\x80", b"\xc3")]), serialize_type=1)
+    with RemotingServerThread(lambda: SOURCE, namesrv=NS, as_of=None) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(unknown + known)
+        missing, found = read_reply(sock), read_reply(sock)
+    assert (missing.opaque, missing.code, missing.body, missing.serialize_type) == (5, 17, None, 1)
+    assert missing.remark.startswith("No topic route info in name server for the topic: ord\ufffders\n"), missing.remark
+    assert (found.opaque, found.code, found.remark, found.body) == (6, 0, None, SOURCE.route(NS, "orders", None, request_version=63).body)
+
+
+@pytest.mark.parametrize("header", [
+    b'{"code":105,"opaque":3,"extFields":{"topic":"ord\xffers"}}',  # fastjson's UTF-8 decoder gives up: null header
+    b'{"code":105,"opaque":3,"extFields":{"topic":"a\xed\xa0\x80"}}',
+    b'{"code":"+105","opaque":3,"extFields":{"topic":"orders"}}',  # not a string every fastjson path reads
+])
+def test_a_json_header_java_cannot_decode_closes_that_connection_only(header):
+    with RemotingServerThread(lambda: SOURCE, namesrv=NS, as_of=None) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(raw_frame(header) + encode_frame(question(206, opaque=4)))
+            assert sock.recv(1) == b"", "the connection must be closed without an answer"
+        with RemotingClient.connect("127.0.0.1", server.port, timeout=10) as client:
+            after = client.request(question(206))
+    assert (after.code, after.body) == (0, SOURCE.topics(NS, None, request_version=401).body)
