@@ -30,6 +30,7 @@ from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
 from pipelines.quality.suites import import_in_background
 from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
+from pipelines.replay.stale import late_data_note
 from pipelines.replay.windows import check_window_length
 
 STAGES = ("all", "ingest", "replay", "quality", "publish")
@@ -110,6 +111,8 @@ def stage(spark, settings, args: argparse.Namespace, captures: str | None, wareh
     else:
         run = publish_window(spark, warehouse, args.run_id)
         print(f"published run {args.run_id}: window {format_ms(run['window_from'])} .. {format_ms(run['window_to'])}")
+        if run["stale"]:
+            print(late_data_note(run["stale"], warehouse_root))
     return 0
 
 

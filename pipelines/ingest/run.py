@@ -29,7 +29,7 @@ every run would otherwise add a row for every old file at every run. A record se
 
 from __future__ import annotations
 
-import shlex
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -44,7 +44,7 @@ from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures
 from pipelines.ingest.records import ParserLimits
-from pipelines.replay.stale import StaleWindow, mark_stale
+from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
 from pipelines.ingest.transforms import (
     ParseOptions,
     ReadOptions,
@@ -154,16 +154,7 @@ class IngestResult:
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
-        if not self.stale:
-            return ""
-        first = min(s.window_from for s in self.stale)
-        last = max(s.window_to for s in self.stale)
-        windows = len({(s.window_from, s.window_to) for s in self.stale})
-        return (
-            f"late data: {windows} published window(s) between {first} and {last} are stale (gold.stale_windows); "
-            f"re-run them and every window after them, in order: "
-            f"nsreplay backfill --warehouse {shlex.quote(self.warehouse) if self.warehouse else '<dir>'} --from {first}"
-        )
+        return late_data_note(self.stale, self.warehouse)
 
     def summary(self) -> str:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
@@ -363,7 +354,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         status = "succeeded" if report.passed else "failed_quality"
         stale: tuple[StaleWindow, ...] = ()
         if report.passed:
-            warehouse.append(EVENTS, events, commit)
+            # the earliest new record per NameServer, for the publish of a window replayed before this
+            earliest_new = {ns: first for ns, (first, _) in spans.items()}
+            warehouse.append(EVENTS, events, dataclasses.replace(commit, extra=new_records_metadata(earliest_new)))
             warehouse.append(TOPIC_CONFIGS, bodies, commit)
             warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
             file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) else "empty",
@@ -371,7 +364,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:
-                stale = tuple(mark_stale(spark, warehouse, {ns: first for ns, (first, _) in spans.items()}, run_id))
+                stale = tuple(mark_stale(spark, warehouse, earliest_new, run_id))
         clock.lap("write silver")
         result = IngestResult(
             run_id=run_id,

@@ -77,7 +77,17 @@ from pipelines.replay.transforms import (
     with_states,
     with_units,
 )
-from pipelines.replay.stale import backfill_windows, stale_windows_published_by
+from pipelines.replay.stale import (
+    PUBLISH_STALE_JOB,
+    StaleWindow,
+    backfill_windows,
+    late_data_note,
+    mark_stale,
+    records_since,
+    rows_changed_between,
+    settled_events_version,
+    stale_windows_published_by,
+)
 from pipelines.replay.units import CarriedFacts, UnitFacts, UnitMap, WindowFacts, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
 from schemas.gold import (
@@ -143,6 +153,21 @@ class ReplayResult:
     replayed_again: tuple[str, ...] = ()  # units joining units of before, replayed from their NameServer's last start
     quality: QualityReport | None = field(default=None, compare=False)
     stages: dict[str, float] = field(default_factory=dict, compare=False)
+    unfinished_ingests: tuple[str, ...] = ()  # ingest runs whose records the replay left out (not finished)
+    stale: tuple[StaleWindow, ...] = field(default=(), compare=False)  # marked at publish: records ingested meanwhile
+    warehouse: str = field(default="", compare=False)  # the warehouse root, for the commands the messages suggest
+
+    def notes(self) -> str:
+        """What the run left out, and the windows it found stale when it published ('' if nothing)."""
+        lines = []
+        if self.unfinished_ingests:
+            lines.append(
+                f"left out the records of ingest run(s) that have not finished ({', '.join(self.unfinished_ingests)}): "
+                "the next ingest finishes or discards them, and the windows they belong to are marked stale once published"
+            )
+        if self.stale:
+            lines.append(late_data_note(self.stale, self.warehouse))
+        return "\n".join(lines)
 
     def summary(self) -> str:
         ns = ", ".join(f"{n} ({p})" for n, (_, _, p) in sorted(self.namesrvs.items()))
@@ -154,7 +179,7 @@ class ReplayResult:
             f"{self.row_counts.get('gold.topic_queue_intervals', 0)} topic-route intervals, "
             f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; captured route answers: "
             f"{self.fidelity['matched']} match the rebuild, {self.fidelity['mismatched']} do not (gold.route_fidelity); {self.seconds:.1f} s"
-        )
+        ) + (f"\n{self.notes()}" if self.notes() else "")
 
 
 # ---------------------------------------------------------------------------------- published state
@@ -384,7 +409,7 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             )
         for c in commits:
             read = (c.get("extra") or {}).get(EVENTS_VERSION)
-            if c["run_id"] == run_id and c["job"] == JOB and read is not None and read != str(events_version):
+            if c["run_id"] == run_id and c["job"] == JOB and read is not None and rows_changed_between(warehouse, int(read), events_version):
                 raise RunIdSpentError(
                     f"run {run_id!r} stopped after writing {name} from silver.events version {read}, and silver.events "
                     f"is at version {events_version} now: a retry would publish tables replayed from different input; "
@@ -425,7 +450,8 @@ def replay_window(
     for spec in REPLAY_TABLES + (REPLAY_RUNS,):
         warehouse.ensure(spec)
     cfg = settings.replay
-    events_version = warehouse.version(EVENTS)
+    # the latest version, less the appends of ingests that have not finished (stale.settled_events_version)
+    events_version, unfinished_ingests = settled_events_version(warehouse)
 
     def events(where: ColumnRange | None = None) -> DataFrame:
         """silver.events as this run first saw it (an ingest committing meanwhile is not half seen);
@@ -597,6 +623,8 @@ def replay_window(
             "resumed_from": after,
             "replayed_again": {ns: {"units": sorted(units), "from_ts": again_from[ns]} for ns, units in sorted(again.items())},
             "latest": latest,
+            "events_version": events_version,  # what publish_window checks later ingests against
+            "unfinished_ingests": list(unfinished_ingests),
         }
         # (window_from, window_to] holds every record replayed: a run from the first record starts just before it
         window_from_value = after if after is not None else min(origins.values()) - 1
@@ -622,6 +650,8 @@ def replay_window(
             resumed_from=after,
             replayed_again=tuple(_replayed_again(again, again_from)),
             stages={"plan (metadata queries)": round(planned - started, 2), "replay units, write gold": round(time.time() - planned, 2)},
+            unfinished_ingests=unfinished_ingests,
+            warehouse=warehouse.root,
         )
     finally:
         for frame in (ticks, generic, output, epoch_df):
@@ -668,8 +698,29 @@ def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> Qual
 
 def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> dict[str, Any]:
     """Append the publish row of ``run_id`` (idempotent); :class:`PublishRefusedError` when its
-    quality check failed or is missing, or when another run wrote gold tables since."""
+    quality check failed or is missing, or when another run wrote gold tables since.
+
+    Records ingested after the version of ``silver.events`` the run's replay read, at or before its
+    window's end, are in no window it publishes: once published, its window (and any published one
+    ending at or after them) is marked stale for them (:func:`~pipelines.replay.stale.records_since`),
+    as an ingest after the publish would have. The returned row's ``stale`` lists those marks."""
     run = written_run(warehouse, run_id)
+    published = _publish(spark, warehouse, run_id, run)
+    return {**published, "stale": _mark_ingested_since(spark, warehouse, run_id, run)}
+
+
+def _mark_ingested_since(spark: SparkSession, warehouse: Warehouse, run_id: str, run: dict[str, Any]) -> list[StaleWindow]:
+    """The stale marks for the records committed to silver.events after the run's replay read it
+    (a run written before the replay recorded its version: none). Idempotent (one commit per run)."""
+    read = json.loads(run["quality"]).get("events_version")
+    if read is None:
+        return []
+    starts = {c["namesrv"]: c["from_ts"] for c in run["namesrvs"]}
+    late = records_since(warehouse, int(read), run["window_to"], starts)
+    return mark_stale(spark, warehouse, late, run_id, job=PUBLISH_STALE_JOB) if late else []
+
+
+def _publish(spark: SparkSession, warehouse: Warehouse, run_id: str, run: dict[str, Any]) -> dict[str, Any]:
     results = [r for r in run_rows(warehouse, QUALITY_RESULTS, GOLD_QUALITY_JOB, run_id) if r["suite"].startswith("gold.")] if warehouse.exists(QUALITY_RESULTS) else []
     if not results:
         raise PublishRefusedError(f"run {run_id!r} has no gold quality results: run its quality stage first")
@@ -720,9 +771,9 @@ def run_replay(
     checked = time.time()
     if not report.passed:
         raise GoldQualityError(report)
-    publish_window(spark, warehouse, run_id)
+    published = publish_window(spark, warehouse, run_id)
     stages = {**result.stages, "gold quality": round(checked - started, 2), "publish": round(time.time() - checked, 2)}
-    return ReplayResult(**{**result.__dict__, "quality": report, "stages": stages})
+    return ReplayResult(**{**result.__dict__, "quality": report, "stages": stages, "stale": tuple(published["stale"])})
 
 
 def run_backfill(

@@ -6,22 +6,42 @@ that added records) compares the earliest new record of each NameServer with the
 and appends one ``gold.stale_windows`` row per window to re-run. A stale row stays open until a run
 publishes that window again after the row was detected (:func:`open_stale`).
 
+A window is replayed from ``silver.events`` as one version of it, and published later (the quality
+stage runs in between): records an ingest commits in that gap are in no published window yet when
+the ingest looks, and not in the run that publishes. Each ingest's commit to ``silver.events``
+names the earliest record it added per NameServer (:data:`NEW_RECORDS_FROM`), and the publish of a
+run marks its own window, and any published one, stale for the records committed after the version
+its replay read (:func:`records_since`). A replay reads the version before the commits of ingests
+that have not finished (:func:`settled_events_version`): killed halfway, such an ingest leaves
+events without their register bodies, and its rows are discarded by the next ingest anyway.
+
 :func:`backfill_windows` turns a time range into the windows to re-run, in order: the published
 window ends inside the range (so re-runs cut time as the original runs did), chained from the start.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 import pyarrow.dataset as pads
 from pyspark.sql import SparkSession
 
 from nsreplay.runtime import local_frame
-from nsreplay.storage import ColumnRange, CommitInfo, Warehouse, dataset, range_filter
+from nsreplay.storage import ColumnRange, CommitInfo, Warehouse, changes_rows, dataset, range_filter
 from schemas.gold import PUBLISH_LOG, STALE_WINDOWS
+from schemas.silver import EVENTS, INGEST_RUNS
+
+#: Commit metadata of an ingest's append to ``silver.events``: JSON ``{namesrv: earliest ts}`` of the
+#: records it added.
+NEW_RECORDS_FROM = "new_records_from"
+#: The job name of a publish's stale marks (an ingest's are ``stale-check``; both may share a run id).
+PUBLISH_STALE_JOB = "publish-stale-check"
+# Newest commits of silver.events looked at first; the whole history only when these do not settle it.
+_RECENT_COMMITS = 32
 
 
 @dataclass(frozen=True)
@@ -48,9 +68,76 @@ def _published_windows(warehouse: Warehouse, ending_from: int | None = None) -> 
     return sorted(windows, key=lambda w: (w[3], w[2]))
 
 
-def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[str, int], run_id: str) -> list[StaleWindow]:
+def new_records_metadata(earliest_new: Mapping[str, int]) -> dict[str, str]:
+    """The commit metadata an ingest's append to ``silver.events`` carries (:data:`NEW_RECORDS_FROM`)."""
+    return {NEW_RECORDS_FROM: json.dumps(dict(sorted(earliest_new.items())))}
+
+
+def _unfinished_ingest(warehouse: Warehouse, entry: Mapping[str, Any]) -> bool:
+    """Whether a commit of ``silver.events`` is an ingest's append (it carries :data:`NEW_RECORDS_FROM`)
+    whose run has not written its run row, which it commits under the same job and run id."""
+    if NEW_RECORDS_FROM not in (entry.get("extra") or {}) or not entry.get("run_id") or not entry.get("job"):
+        return False
+    return not warehouse.committed(INGEST_RUNS, CommitInfo(run_id=entry["run_id"], job=entry["job"]))
+
+
+def settled_events_version(warehouse: Warehouse) -> tuple[int, tuple[str, ...]]:
+    """The version of ``silver.events`` a replay reads, and the ingest runs it leaves out: the latest
+    version, or the one before the oldest of the appends by unfinished ingests that are newer than
+    every other commit that may change rows (module docstring). A discard of a stopped ingest's rows
+    ends the walk like any other such commit: after it, those rows are gone. Reads the newest log
+    entries (normally one) and a run-row lookup per ingest append among them."""
+    latest = warehouse.version(EVENTS)
+    for limit in (_RECENT_COMMITS, None):
+        entries = warehouse.history(EVENTS, limit=limit)
+        version, left_out, ended = latest, [], False
+        for entry in entries:  # newest first
+            if _unfinished_ingest(warehouse, entry):
+                version = entry["version"] - 1
+                left_out.append(entry["run_id"])
+            elif changes_rows(entry):
+                ended = True
+                break
+        if ended or len(entries) < _RECENT_COMMITS:
+            break
+    return version, tuple(sorted(set(left_out)))
+
+
+def rows_changed_between(warehouse: Warehouse, a: int, b: int) -> bool:
+    """Whether any commit of ``silver.events`` after the older of versions ``a`` and ``b``, up to the
+    newer, may change its rows (a compaction or a vacuum does not)."""
+    low, high = min(a, b), max(a, b)
+    return any(c["version"] <= high for c in warehouse.row_commits_since(EVENTS, low))
+
+
+def records_since(warehouse: Warehouse, version: int, until: int, namesrvs: Mapping[str, int]) -> dict[str, int]:
+    """Per NameServer, the earliest ``ts`` at or before ``until`` of the records committed to
+    ``silver.events`` after ``version`` (from the ingests' :data:`NEW_RECORDS_FROM`; reads only the log
+    entries after ``version``). A commit that may change rows without that metadata (a writer other
+    than this version's ingest; a discard of a stopped ingest's rows is not counted, its records come
+    back with the ingest that discards them) counts as records of every NameServer in ``namesrvs``
+    (NameServer -> the first instant of the window asking) from that instant on."""
+    out: dict[str, int] = {}
+    for commit in warehouse.row_commits_since(EVENTS, version):
+        extra = commit.get("extra") or {}
+        if NEW_RECORDS_FROM in extra:
+            earliest = {str(ns): int(ts) for ns, ts in json.loads(extra[NEW_RECORDS_FROM]).items()}
+        elif "discarded" in extra:
+            continue
+        else:
+            earliest = dict(namesrvs)
+        for ns, ts in earliest.items():
+            if ts <= until:
+                out[ns] = min(ts, out.get(ns, ts))
+    return out
+
+
+def mark_stale(
+    spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[str, int], run_id: str, *, job: str = "stale-check"
+) -> list[StaleWindow]:
     """Record the published windows that records newer than their publish make stale: for each
-    NameServer, every published window ending at or after its earliest new record."""
+    NameServer, every published window ending at or after its earliest new record. ``job`` names the
+    commit (one per run id and job)."""
     if not earliest_new:
         return []
     windows = _published_windows(warehouse, ending_from=min(earliest_new.values()))
@@ -68,8 +155,23 @@ def mark_stale(spark: SparkSession, warehouse: Warehouse, earliest_new: Mapping[
     ]
     if stale:
         rows = [(s.namesrv, s.window_from, s.window_to, s.published_run_id, s.late_from_ts, s.detected_by, s.detected_ms) for s in stale]
-        warehouse.append(STALE_WINDOWS, local_frame(spark, rows, STALE_WINDOWS.schema), CommitInfo(run_id=run_id, job="stale-check"))
+        warehouse.append(STALE_WINDOWS, local_frame(spark, rows, STALE_WINDOWS.schema), CommitInfo(run_id=run_id, job=job))
     return stale
+
+
+def late_data_note(stale: Sequence[StaleWindow], warehouse_root: str) -> str:
+    """A warning naming the published windows ``stale`` marks, and the backfill that repairs them
+    ('' if none)."""
+    if not stale:
+        return ""
+    first = min(s.window_from for s in stale)
+    last = max(s.window_to for s in stale)
+    windows = len({(s.window_from, s.window_to) for s in stale})
+    return (
+        f"late data: {windows} published window(s) between {first} and {last} are stale (gold.stale_windows); "
+        f"re-run them and every window after them, in order: "
+        f"nsreplay backfill --warehouse {shlex.quote(warehouse_root) if warehouse_root else '<dir>'} --from {first}"
+    )
 
 
 def open_stale(warehouse: Warehouse) -> list[StaleWindow]:
@@ -118,4 +220,16 @@ def backfill_windows(warehouse: Warehouse, start: int | None, end: int) -> list[
     return out
 
 
-__all__ = ["StaleWindow", "backfill_windows", "mark_stale", "open_stale"]
+__all__ = [
+    "NEW_RECORDS_FROM",
+    "PUBLISH_STALE_JOB",
+    "StaleWindow",
+    "backfill_windows",
+    "late_data_note",
+    "mark_stale",
+    "new_records_metadata",
+    "open_stale",
+    "records_since",
+    "rows_changed_between",
+    "settled_events_version",
+]

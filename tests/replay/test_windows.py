@@ -30,8 +30,20 @@ from nsreplay.state_thinning import Policy, thin_states
 from nsreplay.runtime import format_ms
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
-from pipelines.replay.run import MissingPredecessorError, RunIdSpentError, latest_publish, replay_window, run_backfill, run_replay
-from pipelines.replay.stale import open_stale
+from nsreplay.compaction import DATED_TABLES
+from nsreplay.compaction import Policy as CompactPolicy
+from nsreplay.compaction import compact_dated
+from pipelines.replay.run import (
+    MissingPredecessorError,
+    RunIdSpentError,
+    check_window,
+    latest_publish,
+    publish_window,
+    replay_window,
+    run_backfill,
+    run_replay,
+)
+from pipelines.replay.stale import late_data_note, open_stale
 from published import assert_same_history, plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES, STALE_WINDOWS
 from schemas.silver import EVENTS, QUALITY_RESULTS
@@ -405,6 +417,81 @@ def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, wit
     after = published_tables(warehouse)
     for name, df in before.items():
         assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_records_ingested_between_a_replay_and_its_publish_leave_the_window_stale(spark, without_late, cuts, tmp_path) -> None:
+    """The quality stage runs between a window's replay and its publish; an ingest in that gap adds
+    records the run did not read. Before, the ingest saw the window unpublished (nothing to mark) and
+    the publish then hid the loss: a re-run's publish even closed the ingest's own marks. Now the
+    publish marks its window stale for them, and the marks stay open until a run that read them."""
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
+    window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
+    replay_window(spark, warehouse, load_settings(), "rerun", **window)  # read silver.events without the late records
+    ingest = run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")  # marks the windows published then
+    late_ns = {s.namesrv for s in ingest.stale}
+    assert late_ns and {(s.window_from, s.window_to) for s in ingest.stale} == {(cuts["restart"], cuts["inside_expiry"]), (cuts["inside_expiry"], cuts["end"])}
+    check_window(spark, warehouse, "rerun")
+    published = publish_window(spark, warehouse, "rerun")
+    assert {(s.namesrv, s.window_from, s.window_to) for s in open_stale(warehouse)} == {
+        (ns, w_from, w_to) for ns in late_ns for w_from, w_to in [(cuts["restart"], cuts["inside_expiry"]), (cuts["inside_expiry"], cuts["end"])]
+    }
+    # the publish marks its own window (and the published one before it) for the records it did not read
+    assert {(s.namesrv, s.window_from, s.window_to, s.published_run_id, s.detected_by) for s in published["stale"]} == {
+        (ns, w_from, w_to, rid, "rerun")
+        for ns in late_ns
+        for w_from, w_to, rid in [(cuts["restart"], cuts["inside_expiry"], "early-1"), (cuts["inside_expiry"], cuts["end"], "rerun")]
+    }
+    assert late_data_note(published["stale"], warehouse.root).endswith(f"nsreplay backfill --warehouse {warehouse.root} --from {cuts['restart']}")
+    # published again (a retry of the stage), nothing new is marked
+    versions = warehouse.version(STALE_WINDOWS)
+    publish_window(spark, warehouse, "rerun")
+    assert warehouse.version(STALE_WINDOWS) == versions
+
+
+def test_a_compaction_of_the_events_does_not_spend_a_stopped_run_id(spark, without_late, cuts, tmp_path) -> None:
+    """A compaction rewrites silver.events' files and changes no row: a retry of a replay stopped
+    before it reads the same records, so it is not refused as if an ingest had committed."""
+    warehouse, _ = published_without_late_records(spark, without_late, tmp_path)
+    window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
+    replay_window(spark, warehouse, load_settings(), "stopped", **window)
+    compacted = compact_dated(warehouse, CompactPolicy(1 << 30, 24 * 3600_000, 8192), today="2100-01-01", dry_run=False,
+                              run_id="compact", tables=[t for t in DATED_TABLES if t[0] is EVENTS])
+    assert compacted[0].result is not None and compacted[0].result.added, compacted
+    assert warehouse.row_commits_since(EVENTS, warehouse.version(EVENTS) - 1) == []  # the newest commit changed no row
+    before = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
+    result = run_replay(spark, warehouse, load_settings(), "stopped", **window)  # RunIdSpentError before
+    assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == before  # its writes were kept as done
+    assert latest_publish(warehouse).run_id == "stopped" and result.stale == ()
+
+
+def test_a_replay_leaves_out_the_records_of_an_ingest_that_has_not_finished(spark, without_late, cuts, tmp_path, monkeypatch) -> None:
+    """An ingest stopped after its commit to silver.events, before its register bodies: a replay
+    that read those events failed with a KeyError on a body. The replay reads the version before
+    that commit, says so, and its publish marks the window stale for those records; the next ingest
+    discards them and reads their file again, as before."""
+    warehouse, late = published_without_late_records(spark, without_late, tmp_path)
+    append = Warehouse.append
+
+    def stopped_after_events(self, spec, *args, **kwargs):
+        result = append(self, spec, *args, **kwargs)
+        if spec is EVENTS:
+            raise Killed("killed after silver.events")
+        return result
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Warehouse, "append", stopped_after_events)
+        with pytest.raises(Killed):
+            run_ingest(spark, warehouse, load_settings(), str(late), "stopped-ingest")
+    assert warehouse.read(EVENTS).where(F.col("run_id") == "stopped-ingest").count() > 0
+    before = published_tables(warehouse)
+    result = run_replay(spark, warehouse, load_settings(), "after-stop", window_from=cuts["inside_expiry"], window_to=cuts["end"])
+    assert result.unfinished_ingests == ("stopped-ingest",)
+    assert result.summary().splitlines()[1].startswith("left out the records of ingest run(s) that have not finished (stopped-ingest)")
+    # the same rows as the run it replaced, which read no late record either
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+    assert {(s.window_from, s.window_to) for s in result.stale} == {(cuts["restart"], cuts["inside_expiry"]), (cuts["inside_expiry"], cuts["end"])}
 
 
 class Killed(RuntimeError):
