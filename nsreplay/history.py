@@ -21,6 +21,8 @@ so an instant costs the files around it, not the months of history before and af
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
 
@@ -98,6 +100,8 @@ class PublishedHistory:
         self._warehouse = Warehouse(root, None, "delta-rs")
         latest = latest_publish_row(self._warehouse)
         if latest is None:
+            if "://" not in root and not os.path.isdir(root):  # a relative path is read from the working directory
+                raise NotPublishedError(f"{root}: no such directory (from {os.getcwd()})")
             raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
         self.run_id: str = latest["run_id"]
         self.versions: dict[str, int] = dict(latest["table_versions"])

@@ -95,3 +95,18 @@ def test_snapshots_at_reads_the_rows_alive_between_its_instants_once(history, wi
         (t, build_snapshot({name: table if name == NAMESRV_EPOCHS.name else table.filter(_alive_between(t, t)) for name, table in rows.items()}, t))
         for t in instants
     ]
+
+
+def test_a_history_at_a_path_that_does_not_exist_says_so_not_unpublished(tmp_path, monkeypatch) -> None:
+    """A relative path is read from the working directory (a notebook in notebooks/ asking for
+    "warehouse"): the error names the missing directory, not an empty warehouse."""
+    import pytest
+
+    from nsreplay.history import NotPublishedError, PublishedHistory
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotPublishedError, match=rf"^warehouse: no such directory \(from {tmp_path}\)$"):
+        PublishedHistory("warehouse")
+    (tmp_path / "warehouse").mkdir()
+    with pytest.raises(NotPublishedError, match=r"^warehouse: nothing has been published yet"):
+        PublishedHistory("warehouse")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from nsreplay.runtime import UsageError, at_least, parse_time
+from nsreplay.runtime import UsageError, at_least, parse_time, resolve_path
 
 from .api import generate
 from .config import PRESETS, ConfigError, apply_overrides, knob_names, preset
@@ -35,9 +35,18 @@ def _time_ms(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _out_dir(text: str) -> Path:
+    """``--out``: a path relative to the project root unless absolute (:func:`nsreplay.runtime.resolve_path`)."""
+    try:
+        return Path(resolve_path(text))
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="named configuration (default: demo)")
-    parser.add_argument("--out", type=Path, help="output directory (created if needed; the files an earlier run wrote there are replaced, any other file is kept)")
+    parser.add_argument("--out", type=_out_dir, help="output directory, relative to the project root as every command's paths "
+                        "(created if needed; the files an earlier run wrote there are replaced, any other file is kept)")
     parser.add_argument("--seed", type=int, help="random seed (default: the preset's)")
     parser.add_argument("--workers", type=at_least(1), default=2, help="worker processes (default: 2)")
     parser.add_argument("--hours", type=float, help="window length in hours")

@@ -121,3 +121,15 @@ def test_register_adds_the_generate_subcommand():
     args = parser.parse_args(["generate", "--preset", "tiny", "--out", "/tmp/x", "--set", "seed=3"])
     assert args.command == "generate" and args.preset == "tiny" and args.overrides == ["seed=3"]
     assert callable(args.func)
+
+
+def test_out_is_relative_to_the_project_root_as_every_command_path(tmp_path, monkeypatch):
+    """``--warehouse``, ``--captures`` and ``bench --out`` resolve against the project root; so does
+    ``generate --out``, whatever the working directory (the DAG reads captures/incoming there)."""
+    from nsreplay.runtime import PROJECT_ROOT
+
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser(prog="nsreplay")
+    register(parser.add_subparsers(dest="command"))
+    assert parser.parse_args(["generate", "--out", "captures/incoming"]).out == PROJECT_ROOT / "captures" / "incoming"
+    assert parser.parse_args(["generate", "--out", str(tmp_path / "abs")]).out == tmp_path / "abs"
