@@ -342,7 +342,10 @@ def openapi_document(*, history_max_changes: int, namesrvs: Sequence[str] = (), 
                 unavailable=_json(_ref("Error"), "brokerLiveTable only: the shim reads it from the published files per request, and they "
                                   "cannot be read (removed by a vacuum, storage unreachable; the message says which). Other tables still answer."),
             ),
-            "/v1/history/route/{topic}": _history(topic, namesrv, instants, run_id, history_max_changes),
+            "/v1/history/route/{topic}": _history(
+                {**topic, "description": "The topic name (any string; a topic whose route never changed in the window answers an empty list)."},
+                namesrv, instants, run_id, history_max_changes,
+            ),
             "/openapi.json": _get("This document", "The OpenAPI document of this API.", [], _json({"type": "object"}, "The document.")),
         },
         "components": {"schemas": _SCHEMAS},

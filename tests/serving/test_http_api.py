@@ -170,12 +170,20 @@ def test_unknown_or_missing_namesrv(http, demo_index):
     assert r.status_code == 400 and "'namesrv' is required" in r.json()["error"]
 
 
-def test_openapi_document_describes_every_endpoint(http):
+def test_openapi_document_describes_every_endpoint(http, demo_index):
     doc = http("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
     assert set(doc["paths"]) == {"/v1/namesrvs", "/v1/route/{topic}", "/v1/cluster", "/v1/topics", "/v1/tables/{table}", "/v1/history/route/{topic}", "/openapi.json"}
     for path, item in doc["paths"].items():
         assert {"200", "400", "404", "405"} <= set(item["get"]["responses"]), path
+    # an unknown topic: 404 code 17 for its route, an empty list for its history (as answered)
+    topic = {path: next(p["description"] for p in doc["paths"][path]["get"]["parameters"] if p["name"] == "topic")
+             for path in ("/v1/route/{topic}", "/v1/history/route/{topic}")}
+    assert topic["/v1/route/{topic}"].endswith("an unknown topic answers 404 code 17).")
+    assert topic["/v1/history/route/{topic}"].endswith("a topic whose route never changed in the window answers an empty list).")
+    ns = demo_index.coverage()[0].namesrv
+    answered = http(f"/v1/history/route/no-such-topic?namesrv={ns}")
+    assert (answered.status_code, answered.json()) == (200, [])
 
 
 def _raw_request(url: str, request: bytes) -> bytes:
