@@ -60,14 +60,22 @@ class ServeBench:
     server_rss_peak_mb: float = 0.0
     http_cold_pass_rps: float = 0.0
     http_cold_pass_requests: int = 0
-    http_baseline_rps: float = 0.0
-    http_route_rps: float = 0.0
-    http_route_5xx: int = 0
+    http_baseline_rps: float | None = None  # None: not measured (wrk not installed)
+    http_route_rps: float | None = None
+    http_route_5xx: int | None = None
     http_latency_baseline: Latency | None = None
     http_latency_route: Latency | None = None
     http_paced: dict[str, object] = field(default_factory=dict)
     remoting: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    def _throughput(self) -> str:
+        if self.http_baseline_rps is None or self.http_route_rps is None:
+            return "HTTP throughput (wrk): not measured, wrk is not installed"
+        return (
+            f"HTTP throughput (wrk): baseline /v1/namesrvs {self.http_baseline_rps:,.0f} req/s; random historical routes {self.http_route_rps:,.0f} req/s "
+            f"({_ratio(self.http_route_rps, self.http_baseline_rps)} of baseline; goal >= 3,000 req/s); 5xx: {self.http_route_5xx}"
+        )
 
     def report(self) -> str:
         lines = [
@@ -75,8 +83,7 @@ class ServeBench:
             f"index: built in {self.index_build_seconds:.2f} s, {self.index_mb:.1f} MB of arrays; server RSS {self.server_rss_start_mb:.0f} MB after start, "
             f"{self.server_rss_end_mb:.0f} MB at the end (peak {self.server_rss_peak_mb:.0f} MB)",
             f"HTTP first pass over the {self.http_cold_pass_requests:,} random lookups (answers rendered, cache cold): {self.http_cold_pass_rps:,.0f} req/s",
-            f"HTTP throughput (wrk): baseline /v1/namesrvs {self.http_baseline_rps:,.0f} req/s; random historical routes {self.http_route_rps:,.0f} req/s "
-            f"({_ratio(self.http_route_rps, self.http_baseline_rps)} of baseline; goal >= 3,000 req/s); 5xx: {self.http_route_5xx}",
+            self._throughput(),
         ]
         for name, lat in (("baseline /v1/namesrvs", self.http_latency_baseline), ("random routes", self.http_latency_route)):
             if lat:

@@ -64,3 +64,18 @@ def test_rebuild_report_gives_the_jvm_cpu_of_each_phase() -> None:
     ]
     assert _json("\n".join(lines))["jvm_cpu"] == cpu
     assert not any(line.startswith("driver JVM CPU") for line in RebuildBench(**values).report().splitlines())
+
+
+def test_serve_report_says_throughput_was_not_measured_without_wrk() -> None:
+    """Without ``wrk`` the throughput is unknown: reported as such (null in the JSON), not as 0 req/s."""
+    from dataclasses import asdict
+
+    from nsreplay.serving.bench import ServeBench
+
+    bench = ServeBench(warehouse="w", run_id="r", namesrvs=1, interval_rows=10, index_build_seconds=0.1, index_mb=1.0)
+    assert "HTTP throughput (wrk): not measured, wrk is not installed" in bench.report().splitlines()
+    assert (asdict(bench)["http_baseline_rps"], asdict(bench)["http_route_rps"]) == (None, None)
+    measured = ServeBench(warehouse="w", run_id="r", namesrvs=1, interval_rows=10, index_build_seconds=0.1, index_mb=1.0,
+                          http_baseline_rps=4000.0, http_route_rps=3000.0, http_route_5xx=0)
+    assert any(line.startswith("HTTP throughput (wrk): baseline /v1/namesrvs 4,000 req/s; random historical routes 3,000 req/s")
+               for line in measured.report().splitlines())
