@@ -9,6 +9,7 @@ import argparse
 import functools
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -277,6 +278,23 @@ def resolve_path(path: str) -> str:
     return str(PROJECT_ROOT / path)
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout's reader has gone away (its pipe or socket reports an error to poll). If so,
+    stdout is pointed at /dev/null, so that what is still buffered does not fail again at exit."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no descriptor (a captured stream): not a closed pipe
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
+
+
 def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """Run ``main``; on failure print ``<prog>: <one-line reason>`` to stderr and return non-zero.
 
@@ -304,6 +322,11 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
         except KeyboardInterrupt:
             report(f"{prog}: interrupted")
             return 130
+        except BrokenPipeError:
+            if _stdout_closed():  # the reader went away (`| head`): stop quietly, as a tool killed by SIGPIPE
+                return 128 + signal.SIGPIPE
+            report(f"{prog}: BrokenPipeError: a connection or pipe closed by the other side")
+            return 1
         except UsageError as exc:
             report(f"{prog}: {exc}")
             return 2

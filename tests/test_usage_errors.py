@@ -150,3 +150,18 @@ def test_captures_given_to_a_stage_that_reads_none_is_refused_not_ignored(stage)
     assert result.stderr.splitlines() == [
         f"rebuild_routes.py: --stage {stage} reads no captures: --captures goes with --stage ingest (or no --stage)"
     ], result.stderr
+
+
+def test_output_into_a_pipe_whose_reader_has_gone_ends_quietly() -> None:
+    """``nsreplay … | head -1``: once the reader has gone, the command stops as a tool killed by
+    SIGPIPE does (status 141), without a "BrokenPipeError" line on stderr."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes a byte
+    try:
+        result = subprocess.run([sys.executable, "-m", "nsreplay.cli", "generate", "--list-knobs"], cwd=ROOT,
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
