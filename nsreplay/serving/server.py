@@ -15,9 +15,13 @@ asyncio event loop, over the latest published run of a warehouse.
   in flight finish on the old index and none is dropped; a failed rebuild is reported on stderr
   and the old index keeps serving.
 * SIGINT/SIGTERM: stop listening, finish, exit 0.
-* A request aiohttp cannot parse (a line too long, a bad header) is answered 400 and logged on
-  stderr as one line, without aiohttp's traceback: it is the client's error, and a scanner sending
-  junk must not fill the log with tracebacks. A failure of nsreplay's own handlers keeps its traceback.
+* A request aiohttp cannot parse (a line too long, a bad header, a method that is not one) is
+  answered 400 and logged on stderr as one line, without aiohttp's traceback: it is the client's
+  error, and a scanner sending junk must not fill the log with tracebacks. A failure of nsreplay's
+  own handlers keeps its traceback.
+* Connections: each endpoint holds at most :func:`~nsreplay.serving.connections.connection_limit`
+  connections; one more is closed when accepted, and refusals are logged
+  (:mod:`nsreplay.serving.connections`); the HTTP endpoint's not logged yet are logged when it stops.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import logging
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -78,9 +82,23 @@ class _MalformedRequestsOnOneLine(logging.Filter):
         return True
 
 
+class _MalformedRequestsLogged(logging.LoggerAdapter[logging.Logger]):
+    """What aiohttp's request handlers log through: as the logger, except that a request it could
+    not parse that aiohttp logs at debug level (a bad method in a connection's first request: noise
+    from non-HTTP clients to aiohttp) is logged like every other one (then made one line by
+    :class:`_MalformedRequestsOnOneLine`)."""
+
+    def debug(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("exc_info"), HttpProcessingError):
+            self.error(msg, *args, **kwargs)
+        else:
+            super().debug(msg, *args, **kwargs)
+
+
 #: The logger of aiohttp's request handlers in ``nsreplay serve``.
 HTTP_SERVER_LOG = logging.getLogger("nsreplay.serving.http")
 HTTP_SERVER_LOG.addFilter(_MalformedRequestsOnOneLine())
+_HTTP_HANDLERS_LOG = _MalformedRequestsLogged(HTTP_SERVER_LOG, {})
 
 
 def publish_version(root: str) -> int | None:
@@ -176,18 +194,18 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_
     remoting = _check_remoting(options, index) if options.remoting_port is not None else None
     stop = stop or asyncio.Event()
 
-    runner = web.AppRunner(make_app(holder.get, config), access_log=None, handle_signals=False, logger=HTTP_SERVER_LOG,
+    runner = web.AppRunner(make_app(holder.get, config), access_log=None, handle_signals=False, logger=_HTTP_HANDLERS_LOG,
                            keepalive_timeout=HTTP_IDLE_TIMEOUT_S)
     await runner.setup()
     http_server: asyncio.AbstractServer | None = None
     remoting_server: asyncio.AbstractServer | None = None
     watcher: asyncio.Task[None] | None = None
+    refusals = connections.Refusals("http", connections.connection_limit())
     try:
         # aiohttp's protocol factory behind a limit of open connections (nsreplay.serving.connections)
         handlers = runner.server
         assert handlers is not None
-        refusals = connections.Refusals("http", connections.connection_limit())
-        factory = connections.capped(handlers, lambda: len(handlers.connections), refusals)
+        factory = connections.capped(handlers, refusals)
         http_server = await asyncio.get_running_loop().create_server(factory, options.host, options.http_port, reuse_address=True)
         port = http_server.sockets[0].getsockname()[1]
         host = options.host if ":" not in options.host else f"[{options.host}]"
@@ -217,6 +235,7 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None, on_
             remoting_server.close()
         if http_server is not None:
             http_server.close()
+        refusals.flush()
         await runner.cleanup()
 
 

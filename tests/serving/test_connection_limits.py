@@ -4,12 +4,13 @@ after an answer (the remoting endpoint's own idle test is in test_remoting_edges
 at most a number of connections at once (``nsreplay.serving.connections``): one more is closed when
 accepted while those held go on being served, so that connections anyone opens cannot use up the
 process's file descriptors and stop both endpoints. The real ``serve`` runs here, in a thread of its
-own, with the timeout shortened to a second and the limit lowered to two."""
+own, with the timeout shortened to a second and the limit lowered to a few connections."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -44,9 +45,41 @@ def _answered(sock: socket.socket) -> bool:
     return sock.recv(65536).startswith(b"HTTP/1.1 200")
 
 
+def _answered_or_closed(sock: socket.socket) -> str:
+    """"answered" when ``sock`` gets a 200 to a request, "closed" when the server closed it instead."""
+    try:
+        return "answered" if _answered(sock) else "closed"
+    except ConnectionError:
+        return "closed"
+
+
+def _refusal_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == connections.__name__]
+
+
+@contextlib.contextmanager
+def _loop_busy(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """The server's event loop busy for the duration of the block: connections opened meanwhile wait
+    in the listening socket's backlog and are accepted in one go when it ends, as in a burst."""
+    busy, done = threading.Event(), threading.Event()
+    loop.call_soon_threadsafe(lambda: busy.set() or done.wait(30))
+    assert busy.wait(10), "the server's loop did not run"
+    try:
+        yield
+    finally:
+        done.set()
+
+
 @contextlib.contextmanager
 def _serving(root: str) -> Iterator[tuple[str, int]]:
     """``serve`` on a free port in a thread; yields (host, port)."""
+    with _serving_on_loop(root) as (_, address):
+        yield address
+
+
+@contextlib.contextmanager
+def _serving_on_loop(root: str) -> Iterator[tuple[asyncio.AbstractEventLoop, tuple[str, int]]]:
+    """``serve`` on a free port in a thread; yields (its event loop, (host, port))."""
     ready: list[str] = []
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
@@ -59,7 +92,7 @@ def _serving(root: str) -> Iterator[tuple[str, int]]:
             time.sleep(0.05)
         assert ready, "serve did not start"
         host, port = ready[0].removeprefix("http://").rsplit(":", 1)
-        yield host, int(port)
+        yield loop, (host, int(port))
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(60)
@@ -103,6 +136,59 @@ def test_http_holds_at_most_its_limit_of_connections(demo_root, monkeypatch) -> 
             time.sleep(0.1)
         for sock in (second, third, fourth):
             sock.close()
+
+
+def test_http_counts_connections_accepted_in_one_go_and_logs_every_refusal(demo_root, monkeypatch, caplog) -> None:
+    """Connections that arrive together are accepted together (the event loop accepts its whole
+    backlog before any of them is connected): the limit holds for them too, in the order they came.
+    Refusals made together are logged in one line; those after it within the log interval in one
+    more line once the interval has passed, with no further refusal to prompt it."""
+    monkeypatch.setattr(connections, "connection_limit", lambda: 4)
+    monkeypatch.setattr(connections, "REFUSAL_LOG_INTERVAL_S", 1.0)
+    caplog.set_level(logging.WARNING, logger=connections.__name__)
+    with _serving_on_loop(demo_root) as (loop, address):
+        with _loop_busy(loop):
+            burst = [socket.create_connection(address, timeout=5) for _ in range(10)]
+        assert [_answered_or_closed(sock) for sock in burst] == ["answered"] * 4 + ["closed"] * 6
+        first_line = "http: 6 connection(s) refused: 4 open already, the limit"
+        deadline = time.monotonic() + 0.5
+        while not _refusal_lines(caplog) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _refusal_lines(caplog) == [first_line]
+
+        late = [socket.create_connection(address, timeout=5) for _ in range(2)]
+        assert all(_closed_by_peer(sock, 5) for sock in late)
+        assert _refusal_lines(caplog) == [first_line], "logged again within the interval"
+        deadline = time.monotonic() + 3
+        while len(_refusal_lines(caplog)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _refusal_lines(caplog) == [first_line, "http: 2 connection(s) refused: 4 open already, the limit"]
+        assert [_answered_or_closed(sock) for sock in burst[:4]] == ["answered"] * 4
+        for sock in burst + late:
+            sock.close()
+    assert len(_refusal_lines(caplog)) == 2
+
+
+def test_http_logs_refusals_not_logged_yet_when_it_stops(demo_root, monkeypatch, caplog) -> None:
+    """Refusals since the last line, within the log interval (10 s), are logged when serve stops."""
+    monkeypatch.setattr(connections, "connection_limit", lambda: 1)
+    caplog.set_level(logging.WARNING, logger=connections.__name__)
+    with _serving(demo_root) as address:
+        held = socket.create_connection(address, timeout=5)
+        assert _answered(held)
+        refused = [socket.create_connection(address, timeout=5)]
+        assert _closed_by_peer(refused[0], 5)
+        first_line = "http: 1 connection(s) refused: 1 open already, the limit"
+        deadline = time.monotonic() + 0.5
+        while not _refusal_lines(caplog) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _refusal_lines(caplog) == [first_line]
+        refused += [socket.create_connection(address, timeout=5) for _ in range(2)]
+        assert all(_closed_by_peer(sock, 5) for sock in refused[1:])
+        assert _refusal_lines(caplog) == [first_line]  # the next line is due 10 s after the first
+        for sock in [held, *refused]:
+            sock.close()
+    assert _refusal_lines(caplog) == [first_line, "http: 2 connection(s) refused: 1 open already, the limit"]
 
 
 def test_remoting_holds_at_most_its_limit_of_connections() -> None:
