@@ -200,7 +200,7 @@ def check(queries: DataFrame, candidates: DataFrame, epochs: DataFrame, run_id: 
     one (namesrv, topic) are judged together with that pair's candidate rows (a cogroup), so no
     history row is copied once per query and Python is called once per topic, not once per query."""
     e = epochs.alias("e")
-    q = queries.alias("q").join(e, (F.col("q.namesrv") == F.col("e.namesrv")) & (F.col("q.ts") >= F.col("e.start_ts")) & (F.col("q.ts") < F.col("e.end_ts")), "left")
+    q = queries.alias("q").join(F.broadcast(e), (F.col("q.namesrv") == F.col("e.namesrv")) & (F.col("q.ts") >= F.col("e.start_ts")) & (F.col("q.ts") < F.col("e.end_ts")), "left")
     q = q.select("q.*", F.col("e.profile").alias("profile"), F.col("e.config").alias("config"))
     arrow_schema = to_arrow_schema(ROUTE_FIDELITY.schema)
 

@@ -107,7 +107,8 @@ def with_tick(changes: DataFrame, epoch_df: DataFrame, restarts: DataFrame) -> D
     last_start = Window.partitionBy("namesrv")
     e = epoch_df.withColumn("_open", F.col("start_ts") == F.max("start_ts").over(last_start)).alias("e")
     ranked = changes.join(F.broadcast(restarts), ["namesrv", "ts"], "left")
-    joined = ranked.alias("c").join(e, (F.col("c.namesrv") == F.col("e.namesrv")) & (F.col("c.ts") >= F.col("e.start_ts")) & (F.col("c.ts") < F.col("e.end_ts")), "left")
+    # epochs are a few rows a NameServer: broadcast, or the range join puts a NameServer's changes on one task
+    joined = ranked.alias("c").join(F.broadcast(e), (F.col("c.namesrv") == F.col("e.namesrv")) & (F.col("c.ts") >= F.col("e.start_ts")) & (F.col("c.ts") < F.col("e.end_ts")), "left")
     steps = F.greatest(F.lit(0), F.ceil((F.col("c.ts") - F.col("e.first_tick")) / F.col("e.interval")))
     tick = F.col("e.first_tick") + steps.cast("long") * F.col("e.interval")
     before_restart = F.coalesce((F.col("c.phase") == 0) & (F.col("c.record_rank") < F.col("c.restart_rank")), F.lit(False))
@@ -212,11 +213,12 @@ def keyframes(generic: DataFrame, ticks: DataFrame, epoch_df: DataFrame, every_t
     grid = epoch_df.select("namesrv", F.col("start_ts").alias("epoch_start_ts"), "end_ts", "first_tick", "interval")
     index = ((F.col("tick_ts") - F.col("first_tick")) / F.col("interval")).cast("long")
     # an epoch is its start and its end: of two starts at one ts, the first runs no tick (end == start)
-    frames = ticks.join(grid, ["namesrv", "epoch_start_ts"]).where((F.col("tick_ts") < F.col("end_ts")) & (index % every_ticks == 0)).select(
+    frames = ticks.join(F.broadcast(grid), ["namesrv", "epoch_start_ts"]).where((F.col("tick_ts") < F.col("end_ts")) & (index % every_ticks == 0)).select(
         "namesrv", F.col("tick_ts").alias("keyframe_ts"))
     i = generic.alias("i")
     k = frames.alias("k")
     alive = (F.col("i.namesrv") == F.col("k.namesrv")) & (F.col("i.valid_from") <= F.col("k.keyframe_ts")) & (
         F.col("i.valid_to").isNull() | (F.col("k.keyframe_ts") < F.col("i.valid_to"))
     )
-    return i.join(k, alive).select("i.namesrv", "k.keyframe_ts", "i.table", "i.key", "i.value", F.lit(run_id).alias("run_id"))
+    # a keyframe every `every_ticks` ticks: few instants, broadcast so that the range join is not one task a NameServer
+    return i.join(F.broadcast(k), alive).select("i.namesrv", "k.keyframe_ts", "i.table", "i.key", "i.value", F.lit(run_id).alias("run_id"))
