@@ -257,16 +257,19 @@ def quarantine_damaged_members(parsed: DataFrame, damaged: DataFrame, bodies: Da
     reported first is reported again by the next accepted line of its file that carries it: the
     reader gives it back to the file's parser at the end of the range, :func:`read_line_rows`.) Other
     lines, and the columns bronze takes, are unchanged. ``damaged`` is small (a row per range) and is
-    broadcast; only the damaged lines meet ``bodies``."""
+    broadcast; only the damaged lines meet ``bodies``, and only the bodies they refer to are kept
+    (a broadcast semi-join), so the stored bodies of the whole history are scanned, not shuffled."""
     # renamed apart: ``damaged`` comes from ``parsed``, and a self-join cannot tell their columns apart
     marks = F.broadcast(damaged.select(F.col("source_file").alias("_file"), F.col("damaged_from").alias("_from"), F.col("damaged_to").alias("_to")))
     inside = (F.col("source_file") == F.col("_file")) & (F.col("line_no") >= F.col("_from")) & (F.col("line_no") < F.col("_to"))
     marked = parsed.join(marks, inside, "left")
     columns = parsed.columns
     kept = marked.where(F.col("_from").isNull()).select(*columns)
-    hit = marked.where(F.col("_from").isNotNull()).join(
-        bodies.select("body_ref", F.col("body_text").alias("_body_text")), "body_ref", "left"
-    )
+    damaged_lines = marked.where(F.col("_from").isNotNull())
+    # only the bodies the damaged lines refer to, found without shuffling every stored body
+    refs = F.broadcast(damaged_lines.where(F.col("body_ref").isNotNull()).select("body_ref").distinct())
+    needed = bodies.select("body_ref", F.col("body_text").alias("_body_text")).join(refs, "body_ref", "left_semi")
+    hit = damaged_lines.join(F.broadcast(needed), "body_ref", "left")
     as_read = F.when(F.col("status") == "accepted", F.lit("a valid record")).otherwise(F.col("reason"))
     detail = F.format_string(
         "a byte of this line comes from a gzip member that failed its integrity check (lines %d to %d of the file), "
