@@ -15,10 +15,9 @@ import re
 import struct
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
 
-from nsreplay.history import Coverage, OutsideCoverageError
-from nsreplay.model import PROFILE_49, Answer, Snapshot, state_at
+from nsreplay.history import OutsideCoverageError
+from nsreplay.model import PROFILE_49, Answer
 from nsreplay.model.records import namesrv_start, register_broker, unregister_broker
 from nsreplay.serving.remoting import (
     FLAG_ONEWAY,
@@ -35,7 +34,8 @@ from nsreplay.serving.remoting import (
 )
 from nsreplay.serving.remoting_client import AsyncRemotingClient, answer_of, question
 from nsreplay.serving.remoting_server import start_remoting_server
-from nsreplay.serving.source import SnapshotSource
+
+from model_source import ModelSource
 
 NS = "10.0.0.10:9876"
 S = 1732147200000
@@ -54,26 +54,7 @@ def records() -> list[dict]:
     return out
 
 
-class ModelSource(SnapshotSource):
-    """RouteSource over the reference model replaying :func:`records` (snapshots cached per instant)."""
-
-    run_id = "model"
-
-    def __init__(self) -> None:
-        self._records = records()
-
-    def coverage(self) -> list[Coverage]:
-        return [Coverage(NS, S, END, PROFILE_49)]
-
-    @lru_cache(maxsize=64)
-    def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
-        t = END if t is None else t
-        if namesrv != NS or not S <= t <= END:
-            raise OutsideCoverageError(f"{t} is outside the covered range of {namesrv}: [{S}, {END}]")
-        return state_at(self._records, NS, t, default_profile=PROFILE_49)
-
-
-SOURCE = ModelSource()
+SOURCE = ModelSource("model", NS, records(), S, END, PROFILE_49)
 GOOD = [
     question(105, topic="orders", version=121),
     question(105, topic="順序", version=401, serialize_type=ROCKETMQ, as_of=S + 45_000),

@@ -7,18 +7,17 @@ NameServer that runs 4.9.4 and is restarted as 5.3.3 (no Spark); requests go ove
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import pytest
 
-from nsreplay.history import Coverage, OutsideCoverageError
-from nsreplay.model import PROFILE_5, PROFILE_49, Snapshot, state_at
+from nsreplay.model import PROFILE_5, PROFILE_49
 from nsreplay.model.records import namesrv_start, register_broker
 from nsreplay.protocol.mq_version import release_version
 from nsreplay.serving.remoting import FLAG_RESPONSE, ROCKETMQ
 from nsreplay.serving.remoting_client import RemotingClient, question
 from nsreplay.serving.remoting_server import RemotingServerThread, response_version
-from nsreplay.serving.source import SnapshotSource
+
+from model_source import ModelSource
 
 NS = "10.0.0.20:9876"
 S = 1732147200000
@@ -27,32 +26,19 @@ END = S + 200_000
 V4_9_4, V5_3_3 = 401, 479  # MQVersion.Version.V4_9_4.ordinal(), V5_3_3.ordinal()
 
 
-class UpgradedNamesrv(SnapshotSource):
+def upgraded_records() -> list[dict]:
     """One NameServer: 4.9.4 from S, restarted as 5.3.3 at RESTART; broker b-a lists two topics in both
     (5.x refuses a new broker id whose body holds exactly one)."""
-
-    run_id = "upgrade"
-
-    def __init__(self) -> None:
-        self._records = [namesrv_start(S, "4.9.4", {}, namesrv=NS)]
-        self._records += [register_broker(S + 1000 + k * 30_000, cluster="c", name="b-a", addr="10.1.0.1:10911",
-                                          topics=["orders", "audit"], five=False, namesrv=NS) for k in range(3)]
-        self._records.append(namesrv_start(RESTART, "5.3.3", {}, namesrv=NS))
-        self._records += [register_broker(RESTART + 1000 + k * 30_000, cluster="c", name="b-a", addr="10.1.0.1:10911",
-                                          topics=["orders", "audit"], five=True, namesrv=NS) for k in range(3)]
-
-    def coverage(self) -> list[Coverage]:
-        return [Coverage(NS, S, END, PROFILE_5)]
-
-    @lru_cache(maxsize=16)
-    def snapshot(self, namesrv: str, t: int | None) -> Snapshot:
-        t = END if t is None else t
-        if namesrv != NS or not S <= t <= END:
-            raise OutsideCoverageError(f"{t} is outside the covered range of {namesrv}: [{S}, {END}]")
-        return state_at(self._records, NS, t, default_profile=PROFILE_49)
+    records = [namesrv_start(S, "4.9.4", {}, namesrv=NS)]
+    records += [register_broker(S + 1000 + k * 30_000, cluster="c", name="b-a", addr="10.1.0.1:10911",
+                                topics=["orders", "audit"], five=False, namesrv=NS) for k in range(3)]
+    records.append(namesrv_start(RESTART, "5.3.3", {}, namesrv=NS))
+    records += [register_broker(RESTART + 1000 + k * 30_000, cluster="c", name="b-a", addr="10.1.0.1:10911",
+                                topics=["orders", "audit"], five=True, namesrv=NS) for k in range(3)]
+    return records
 
 
-SOURCE = UpgradedNamesrv()
+SOURCE = ModelSource("upgrade", NS, upgraded_records(), S, END, PROFILE_5)
 
 
 @pytest.mark.parametrize("release, version", [
