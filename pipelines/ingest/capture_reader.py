@@ -294,10 +294,13 @@ def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
         if cut is not None:
             raise cut
     except _Truncated:
-        rest = decoder.decode(b"", final=True).encode("utf-8", "surrogatepass")
-        if rest:
-            yield rest
+        yield from _decoded_rest(decoder)
         raise
+    yield from _decoded_rest(decoder)
+
+
+def _decoded_rest(decoder: codecs.IncrementalDecoder) -> Iterator[bytes]:
+    """What ``decoder`` still holds at the end of the text (an incomplete code unit), as UTF-8."""
     rest = decoder.decode(b"", final=True).encode("utf-8", "surrogatepass")
     if rest:
         yield rest

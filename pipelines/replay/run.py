@@ -179,7 +179,7 @@ class ReplayResult:
             f"{self.row_counts.get('gold.topic_queue_intervals', 0)} topic-route intervals, "
             f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; captured route answers: "
             f"{self.fidelity['matched']} match the rebuild, {self.fidelity['mismatched']} do not (gold.route_fidelity); {self.seconds:.1f} s"
-        ) + (f"\n{self.notes()}" if self.notes() else "")
+        ) + (f"\n{notes}" if (notes := self.notes()) else "")
 
 
 # ---------------------------------------------------------------------------------- published state
