@@ -14,8 +14,8 @@ from nsreplay.storage import TableSpec
 # One row per line read. `line` is the line decoded as UTF-8 (invalid bytes replaced), or its split
 # form when `body_ref` is set; `raw_bytes` keeps the exact bytes whenever the text alone would lose
 # something (invalid UTF-8, a cut line). `read_error` marks lines the reader could not take whole:
-# line_too_long, truncated_gzip, corrupt_gzip, zero_bytes (a run of zero bytes in the text: a hole, its
-# own line, with no text), unreadable_file. `line_bytes` is the whole line's length.
+# line_too_long, truncated_gzip, corrupt_gzip, not_gzipped (bytes of a gzip file outside its members),
+# zero_bytes (a run of zero bytes in the text: a hole, its own line, with no text), unreadable_file. `line_bytes` is the whole line's length.
 CAPTURE_LINE = StructType(
     [
         StructField("source_file", StringType(), False),

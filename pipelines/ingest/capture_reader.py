@@ -12,8 +12,9 @@ Contract:
   ``line_too_long`` (longer than ``max_line_bytes`` without its trailing ``\\r``; only the first
   ``keep_bytes``, at most ``max_line_bytes``, are kept; ``line_bytes`` is the full length),
   ``truncated_gzip`` (every complete line inflated before the cut comes out as usual, then the bytes
-  decoded after the last complete line, possibly none, as one final line), ``corrupt_gzip`` (below),
-  ``zero_bytes`` (below) and ``unreadable_file`` (the file could not be opened or read at all).
+  decoded after the last complete line, possibly none, as one final line), ``corrupt_gzip``,
+  ``not_gzipped`` and ``zero_bytes`` (below), and ``unreadable_file`` (the file could not be opened or
+  read at all).
 * A member that fails its integrity check (deflate data it cannot decode, or a CRC or length trailer
   that does not match) may have garbled any of its lines: deflate detects damage only some way after
   it, and the CRC only at the member's end. Every line it inflated before the byte where the damage
@@ -34,11 +35,14 @@ Contract:
   lines are kept, though its CRC went with the cut and they cannot be checked (a cut is how a file
   copied while it was written ends, and its member is often the whole file).
 * A gap after a member that passed its check (zero bytes with more after them, or bytes that cannot
-  start a member) is read past as a failed member with no bytes of its own: the reading goes on at
-  the next member header after it, and the line in progress there is flagged ``corrupt_gzip``, its
-  range being itself alone (``damaged_from`` is its own number, unless the range of a failed member
-  is still open there). Bytes lost in a hole may have ended that line, or started the next member's
-  first one; none of the earlier lines is suspect.
+  start a member) runs to the next member header, or to the end of the file. Its bytes from its first
+  non-zero one are no member's, but they are the file's (text appended to a gzipped file, or junk):
+  they come out as they are, read as plain text, and every line holding one of them (its newline
+  included) is flagged ``not_gzipped``; the reading goes on at the member after the gap. Zero bytes
+  at the gap's start are a hole that may have taken bytes of a member: the line in progress there is
+  flagged ``corrupt_gzip``, its range being itself alone (``damaged_from`` is its own number, unless
+  the range of a failed member is still open there), as the hole may have taken its end or the next
+  member's start; none of the earlier lines is suspect.
 * A run of zero bytes in the text (a hole: blocks a crash left zeroed in a plain file, or in one gzipped
   later) is no part of any line, since JSON holds no NUL byte. It ends the line in progress, if that
   holds any byte, as a newline would (whatever the line then holds is judged as any other line), and
@@ -165,6 +169,9 @@ class _Mark(bytes):
 
 #: What :func:`_gunzip_chunks` yields after the output of a member that failed its check.
 MEMBER_FAILED = _Mark()
+#: What :func:`_gunzip_chunks` yields before bytes of the file that no gzip member holds (after a
+#: member's end, up to the next member's header or the end of the file), which come out as they are.
+PLAIN_TEXT = _Mark()
 
 
 class _Hole(bytes):
@@ -346,9 +353,10 @@ class _Compressed:
         return b"".join(piece[max(0, offset - at) :] for at, piece in self._kept if at + len(piece) > offset)
 
 
-def _next_member(source: _Compressed, offset: int) -> tuple[int, bytes] | None:
+def _next_member(source: _Compressed, offset: int) -> Generator[bytes, None, tuple[int, bytes] | None]:
     """Where the first gzip member header at or after ``offset`` starts, and the bytes read from
-    there on (reading on as far as needed); None when the file ends first.
+    there on (reading on as far as needed); None when the file ends first. Yields the bytes before
+    that header (or before the end of the file), in order, a slice or so at a time.
 
     A header is the magic, method 8 (deflate) and no reserved flag bit: zlib refuses any other at
     once, having inflated nothing, so skipping them changes nothing but the time."""
@@ -358,13 +366,32 @@ def _next_member(source: _Compressed, offset: int) -> tuple[int, bytes] | None:
         while at >= 0 and at + 3 < len(buf) and buf[at + 3] & 0xE0:
             at = buf.find(_MEMBER_HEADER, at + 1)
         if at >= 0 and at + 3 < len(buf):
+            if at:
+                yield buf[:at]
             return base + at, buf[at:]
         more = source.read()
         if more is None:
-            return None if at < 0 else (base + at, buf[at:])
+            if at < 0:
+                if buf:
+                    yield buf
+                return None
+            if at:
+                yield buf[:at]
+            return base + at, buf[at:]
         keep = at if at >= 0 else max(0, len(buf) - (len(_MEMBER_HEADER) - 1))  # a header may span two slices
+        if keep:
+            yield buf[:keep]
         buf, base = buf[keep:] + bytes(more), base + keep
         source.keep_from(base)
+
+
+def _skipping(search: Generator[bytes, None, tuple[int, bytes] | None]) -> tuple[int, bytes] | None:
+    """What :func:`_next_member` finds, the bytes before it dropped."""
+    while True:
+        try:
+            next(search)
+        except StopIteration as stop:
+            return stop.value
 
 
 def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -380,9 +407,10 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
     once it passes its check: cut by the end of the file, it is ``corrupt_gzip`` (``in_member``),
     not ``truncated_gzip``. Zero bytes after the end of a member up to the end of the file are
     padding and ignored (as ``gzip -t`` does). After a member's end, zero bytes with more after them,
-    or a byte other than the magic's first, are a gap: :data:`MEMBER_START` and :data:`MEMBER_FAILED`
-    with no output between, then the reading goes on at the next member header at or after the gap's
-    first non-zero byte (trusted, as above, once it passes its check). Anything else after a member's
+    or a byte other than the magic's first, are a gap: :data:`MEMBER_START`, then
+    :data:`MEMBER_FAILED` if it starts with zeros (a hole), then :data:`PLAIN_TEXT` and the gap's
+    bytes from its first non-zero one up to the next member header, as they are, then the reading goes
+    on at that member (trusted, as above, once it passes its check). Anything else after a member's
     end starts the next member.
     """
     source = _Compressed(chunks)
@@ -420,8 +448,19 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                 if padded or data[0] != GZIP_MAGIC[0]:
                     # Not the next member: bytes after zero padding (a hole, such as the blocks a crash
                     # left zeroed, the writing having gone on after it) or a byte that cannot start one.
-                    # A gap no line holds a byte of, read past as a failed member: from its first byte.
-                    resync_from = at
+                    if padded:  # the hole may have taken the end of the line in progress
+                        yield MEMBER_FAILED
+                    # The bytes up to the next member header are no gzip member's: they come out as
+                    # they are, as plain text (text appended to a gzipped file, or junk), flagged.
+                    yield PLAIN_TEXT
+                    resync = yield from _next_member(source, at)
+                    if resync is None:
+                        return
+                    member_at, pending = resync
+                    at, padded = member_at, False
+                    decomp, fed, found = _inflate.decompressobj(wbits=31), 0, True
+                    yield MEMBER_START
+                    break
             if resync_from is None:
                 fed += len(data)
                 source.keep_from(max(member_at + 1, at + 1 - RESYNC_LOOKBACK_BYTES))  # where a resync after this data may look
@@ -433,7 +472,7 @@ def _gunzip_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
                     resync_from = max(member_at + 1, at + bad + 1 - RESYNC_LOOKBACK_BYTES)
             if resync_from is not None:  # the member failed: read on at the next one found
                 yield MEMBER_FAILED
-                resync = _next_member(source, resync_from)
+                resync = _skipping(_next_member(source, resync_from))
                 if resync is None:
                     return
                 member_at, pending = resync
@@ -538,8 +577,10 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     middle of a line whose beginning was lost. It comes out flagged ``corrupt_gzip`` with
     ``damaged_from``, the first line that holds a byte of the failed member (or of the first of
     several members failing in a row), but never a line flagged before: the ranges do not overlap.
-    A :class:`_Hole` ends the line in progress if it holds a byte, as a newline does, and is a
-    ``zero_bytes`` line of its own."""
+    After :data:`PLAIN_TEXT`, up to the next :data:`MEMBER_START`, the bytes are no gzip member's:
+    every line holding one of them (its newline included) is flagged ``not_gzipped``, unless it is
+    ``corrupt_gzip`` already. A :class:`_Hole` ends the line in progress if it holds a byte, as a
+    newline does, and is a ``zero_bytes`` line of its own."""
     keep_bytes = min(keep_bytes, max_line_bytes)  # more is never kept: a longer line is cut to it
     line_no = 0
     buf = bytearray()
@@ -548,35 +589,47 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     member_first = 1  # the first line holding a byte of the gzip member being read
     damaged: int | None = None  # the first damaged line, while the line the damage ends in is in progress
     flagged = 0  # the last line flagged with a damaged range
+    plain = False  # reading bytes that no gzip member holds (after PLAIN_TEXT)
+    plain_line = False  # the line in progress holds such a byte
+
+    def flag() -> str | None:
+        return "corrupt_gzip" if damaged is not None else "not_gzipped" if plain_line else None
+
     try:
         for chunk in chunks:
             if not chunk:
                 if isinstance(chunk, _Hole):
                     if buf or overflow:
                         line_no += 1
-                        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None if damaged is None else "corrupt_gzip", damaged)
+                        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag(), damaged)
                         if damaged is not None:
                             damaged, flagged = None, line_no
                         buf.clear()
                         overflow = 0
+                    plain_line = False
                     line_no += 1
                     yield RawLine(line_no, b"", chunk.length, "zero_bytes")
                 elif chunk is MEMBER_FAILED:
                     if damaged is None:
                         damaged = max(member_first, flagged + 1)
+                elif chunk is PLAIN_TEXT:
+                    plain = True
                 else:  # MEMBER_START: the line in progress gets the new member's bytes
                     member_first = line_no + 1
+                    plain = False
                 continue
             start = 0
             while True:
                 nl = chunk.find(b"\n", start)
                 piece = chunk[start:] if nl < 0 else chunk[start:nl]
-                if nl >= 0 and not buf and not overflow and len(piece) <= max_line_bytes and damaged is None:
+                if nl >= 0 and not buf and not overflow and len(piece) <= max_line_bytes and damaged is None and not plain:
                     # the usual case: a whole line inside this chunk, taken without copying it again
                     line_no += 1
                     yield _make_line(line_no, piece, len(piece), None)
                     start = nl + 1
                     continue
+                if plain and start < len(chunk):
+                    plain_line = True
                 if overflow:
                     overflow += len(piece)
                 else:
@@ -587,9 +640,10 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
                 if nl < 0:
                     break
                 line_no += 1
-                yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None if damaged is None else "corrupt_gzip", damaged)
+                yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag(), damaged)
                 if damaged is not None:  # the line the damage ends in: its range is closed
                     damaged, flagged = None, line_no
+                plain_line = False
                 buf.clear()
                 overflow = 0
                 start = nl + 1
@@ -597,11 +651,11 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
         line_no += 1
         if exc.in_member and damaged is None:
             damaged = max(member_first, flagged + 1)
-        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, exc.reason if damaged is None else "corrupt_gzip", damaged)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag() or exc.reason, damaged)
         return
     if buf or overflow or damaged is not None:  # the file ends in damage: its last line, possibly empty
         line_no += 1
-        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, None if damaged is None else "corrupt_gzip", damaged)
+        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag(), damaged)
 
 
 def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:

@@ -8,7 +8,8 @@ parser, its decoded form for ``silver.topic_configs``) or a :class:`Rejected` on
 ``wrong_type``, ``unknown_kind``, ``unknown_code``, ``unknown_channel_event``, ``undecodable_body``,
 ``crc_mismatch``, ``too_deep`` (JSON nested deeper than the 254 levels orjson can write back),
 ``quality:<rule>`` (a row-level data-quality rule) and the reader's own
-``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``zero_bytes``, ``unreadable_file``.
+``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``not_gzipped``, ``zero_bytes``,
+``unreadable_file``.
 
 Whatever is accepted fits the columns it goes to (integers in their Arrow type's range, strings
 encodable as UTF-8) and is something the reference model (:mod:`nsreplay.model`) can replay: a value

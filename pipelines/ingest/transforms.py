@@ -136,6 +136,8 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
         namesrv, ts = verdict.event.get("namesrv"), verdict.event.get("ts")
     elif verdict is None:
         reason, detail, namesrv, ts = line.read_error, _read_error_detail(line), None, None
+        if line.read_error == "not_gzipped":  # text that may be records appended to the file: say whether it is one
+            detail += f"; as read it is {_as_read(parser, line, options)}"
     else:
         reason, detail, namesrv, ts = verdict.reason, verdict.detail, verdict.namesrv, verdict.ts
     if text is None:
@@ -146,6 +148,20 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
     return row
 
 
+def _as_read(parser: LineParser, line: RawLine, options: ParseOptions) -> str:
+    """"a valid record", or the reason the line would be quarantined for, were it read as a line of
+    its own; a register body it is first to carry stays new for the next line that brings it."""
+    if len(line.data) < line.line_bytes:  # only its first bytes are kept
+        return "line_too_long"
+    verdict = parser.parse_bytes(line.data).verdict
+    if not isinstance(verdict, Accepted):
+        return verdict.reason
+    if verdict.new_body is not None:
+        parser.report_again(verdict.new_body.body_id)
+    broken = first_broken_rule(options.rules, verdict.event)
+    return "a valid record" if broken is None else f"quality:{broken}"
+
+
 def _read_error_detail(line: RawLine) -> str:
     """What the quarantine says of a line the reader flagged."""
     if line.damaged_from is not None:
@@ -154,6 +170,11 @@ def _read_error_detail(line: RawLine) -> str:
             "a gzip member that failed its integrity check, or a gap between members (bytes that start no member, such as "
             f"zeros a crash left), ends in this line, so {suspect} suspect (corrupt_gzip); the reading went on at the next "
             "gzip member found, if any"
+        )
+    if line.read_error == "not_gzipped":
+        return (
+            "this line holds bytes of a gzip file that no gzip member holds (after a member's end, where no member starts: "
+            "text appended to a gzipped file, or junk), read as they are (not_gzipped)"
         )
     if line.read_error == "zero_bytes":
         return f"a run of {line.line_bytes} zero bytes, no part of any record (a hole, such as blocks a crash left zeroed): the line before it ends there"

@@ -43,8 +43,22 @@ def test_truncated_gzip_keeps_every_complete_line_and_flags_the_rest() -> None:
 
 
 def test_garbage_after_a_gzip_member_is_corrupt() -> None:
+    """A hole after the member may have taken the end of the line in progress; the bytes after it
+    are no member's, and come out in that line."""
     got = lines(gzip.compress(b"a\nb") + b"\x00\x00garbage")
-    assert [(l.text, l.read_error) for l in got] == [("a", None), ("b", "corrupt_gzip")]
+    assert [(l.text, l.read_error) for l in got] == [("a", None), ("bgarbage", "corrupt_gzip")]
+
+
+def test_text_appended_to_a_gzip_file_is_read_and_flagged() -> None:
+    """Plain lines written after a gzip member are the file's, not lost: each line holding a byte of
+    them, the one they finish included, comes out flagged ``not_gzipped`` with its exact bytes."""
+    got = lines(gzip.compress(b'{"a":1}\n{"b":') + b'2}\n{"c":3}\n\xff{"d":4}')
+    assert got == [
+        CaptureLine(1, '{"a":1}', 7),
+        CaptureLine(2, '{"b":2}', 7, b'{"b":2}', "not_gzipped"),
+        CaptureLine(3, '{"c":3}', 7, b'{"c":3}', "not_gzipped"),
+        CaptureLine(4, '\ufffd{"d":4}', 8, b'\xff{"d":4}', "not_gzipped"),
+    ]
 
 
 @pytest.mark.parametrize("inflater", ["zlib", "zlib_ng"])
@@ -63,7 +77,8 @@ def test_zlib_and_zlib_ng_read_the_same_lines(monkeypatch, inflater: str) -> Non
     )
     cut = lines(whole[: len(whole) // 3])
     assert cut[-1].read_error == "truncated_gzip" and all(l.read_error is None for l in cut[:-1])
-    assert [(l.text, l.read_error) for l in lines(gzip.compress(b"a\nb") + b"\x00\x00garbage")] == [("a", None), ("b", "corrupt_gzip")]
+    assert [(l.text, l.read_error) for l in lines(gzip.compress(b"a\nb") + b"\x00\x00garbage")] == [("a", None), ("bgarbage", "corrupt_gzip")]
+    assert [(l.text, l.read_error) for l in lines(gzip.compress(b"a\n") + b"b\n" + gzip.compress(b"c\n"))] == [("a", None), ("b", "not_gzipped"), ("c", None)]
 
 
 def test_a_line_over_the_limit_is_cut_and_flagged_and_reading_goes_on() -> None:

@@ -132,10 +132,10 @@ def test_a_damaged_member_is_marked_from_the_first_line_holding_one_of_its_bytes
     assert [(line.read_error, line.damaged_from) for line in got] == [(None, None)] * (len(lines) - 1) + [("corrupt_gzip", damaged_from)]
 
 
-def test_something_not_gzip_right_after_a_member_is_a_damaged_member_of_its_own(inflater: str) -> None:
-    """Bytes after a member that are not zero padding are read as the next member: they fail at once,
-    having inflated nothing, so only the flagged line is marked."""
-    assert raw_lines(gzip.compress(b"a\nb\n") + b"garbage") == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"", 0, "corrupt_gzip", damaged_from=3)]
+def test_something_not_gzip_right_after_a_member_is_read_as_text(inflater: str) -> None:
+    """Bytes after a member that start no member are the file's, though no member's: they come out as
+    they are, in lines flagged ``not_gzipped``; the lines before them are the member's own."""
+    assert raw_lines(gzip.compress(b"a\nb\n") + b"garbage") == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"garbage", 7, "not_gzipped")]
 
 
 def flagged(got: list[RawLine]) -> list[tuple[int, int | None]]:
@@ -185,10 +185,12 @@ def test_a_member_that_fails_its_crc_is_marked_and_the_next_one_read(
 
 
 def test_garbage_between_members_marks_one_line() -> None:
-    """Bytes that are no member (a stray gzip magic among them) fail at once, inflating nothing."""
+    """Bytes that are no member come out as text up to what looks like a member header; that false
+    member fails at once, inflating nothing, and the reading goes on at the next true one: the line
+    in progress, holding the text and that member's first bytes, is the only one marked."""
     garbage = b"junk\x1f\x8b\x08\x00junk\x1f\x8b\x08\xffjunk"
     got = raw_lines(gzip.compress(b"a\nb\n") + garbage + gzip.compress(b"c\nd\n"))
-    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"c", 1, "corrupt_gzip", damaged_from=3), RawLine(4, b"d", 1)]
+    assert got == [RawLine(1, b"a", 1), RawLine(2, b"b", 1), RawLine(3, b"junkc", 5, "corrupt_gzip", damaged_from=3), RawLine(4, b"d", 1)]
 
 
 def unfinished_member(payload: bytes) -> bytes:
@@ -294,17 +296,21 @@ def test_a_member_after_zero_padding_is_read_and_the_line_after_the_hole_flagged
 @pytest.mark.parametrize(
     ("gap", "tail", "lines"),
     [
-        pytest.param(b"\x00" * 16 + b"x", b"", [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2)], id="text-after-padding"),
-        pytest.param(b"x", b"", [RawLine(1, b"a", 1), RawLine(2, b"b", 1, "corrupt_gzip", damaged_from=2)], id="one-stray-byte"),
-        pytest.param(b"\x00" * 16 + b"junk\x1f\x8b\x09", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bc", 2, "corrupt_gzip", damaged_from=2), RawLine(3, b"d", 1)],
+        pytest.param(b"\x00" * 16 + b"x", b"", [RawLine(1, b"a", 1), RawLine(2, b"bx", 2, "corrupt_gzip", damaged_from=2)], id="text-after-padding"),
+        pytest.param(b"x", b"", [RawLine(1, b"a", 1), RawLine(2, b"bx", 2, "not_gzipped")], id="one-stray-byte"),
+        pytest.param(b"\x00" * 16 + b"junk\x1f\x8b\x09", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bjunk\x1f\x8b\x09c", 9, "corrupt_gzip", damaged_from=2), RawLine(3, b"d", 1)],
                      id="junk-and-a-false-header-after-padding"),
-        pytest.param(b"junk", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bc", 2, "corrupt_gzip", damaged_from=2), RawLine(3, b"d", 1)], id="junk-right-after-a-member"),
+        pytest.param(b"junk", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bjunkc", 6, "not_gzipped"), RawLine(3, b"d", 1)], id="junk-right-after-a-member"),
+        pytest.param(b"x\ny\n", b"c\nd\n", [RawLine(1, b"a", 1), RawLine(2, b"bx", 2, "not_gzipped"), RawLine(3, b"y", 1, "not_gzipped"), RawLine(4, b"c", 1), RawLine(5, b"d", 1)],
+                     id="lines-between-members"),
     ],
 )
 def test_a_gap_after_a_member_is_read_past(inflater: str, gap: bytes, tail: bytes, lines: list[RawLine]) -> None:
     """Bytes that start no member after one that passed its check, with or without zeros before them,
-    flag the line in progress, whether a member follows or the file ends (``gzip -t`` calls both
-    "trailing garbage"); one stray byte is not taken for a cut member."""
+    come out as text, whether a member follows or the file ends (``gzip -t`` calls both "trailing
+    garbage" and drops them): every line holding one is flagged ``not_gzipped``, or ``corrupt_gzip``
+    when zeros came first (the hole may have taken the end of the line in progress); one stray byte
+    is not taken for a cut member."""
     assert raw_lines(gzip.compress(b"a\nb", mtime=0) + gap + (gzip.compress(tail, mtime=0) if tail else b"")) == lines
 
 
@@ -408,3 +414,22 @@ def test_a_line_too_long_keeps_at_most_the_limit_and_counts_its_whole_length(kee
     """However much the caller asks to keep, no more than ``max_line_bytes`` of a line too long is
     kept, and ``line_bytes`` is its whole length."""
     assert raw_lines(b"abcdefgh\nxy\n", max_line_bytes=2, keep_bytes=keep) == [RawLine(1, b"abcdefgh"[: min(keep, 2)], 8, "line_too_long"), RawLine(2, b"xy", 2)]
+
+
+@pytest.mark.parametrize("slice_bytes", [DEFAULT_SLICE, 5, 2])
+def test_text_after_a_member_comes_out_whole_whatever_the_slices(monkeypatch, inflater: str, slice_bytes: int) -> None:
+    """Text after a member is passed on a slice or so at a time, a member header split between two
+    slices included: every byte comes out once, in order, up to the next member and after the last."""
+    monkeypatch.setattr(reader, "INFLATE_SLICE_BYTES", slice_bytes)
+    text = b"".join(b'{"n":%d}\n' % i for i in range(2000))
+    tail = text[:50]  # six lines and the start of a seventh, with no newline
+    got = raw_lines(gzip.compress(b"a\n", mtime=0) + text + gzip.compress(b"b\n", mtime=0) + tail)
+    appended = text.split(b"\n")[:-1]
+    tail_lines = tail.split(b"\n")
+    want = (
+        [RawLine(1, b"a", 1)]
+        + [RawLine(2 + i, line, len(line), "not_gzipped") for i, line in enumerate(appended)]
+        + [RawLine(2 + len(appended), b"b", 1)]
+        + [RawLine(3 + len(appended) + i, line, len(line), "not_gzipped") for i, line in enumerate(tail_lines)]
+    )
+    assert got == want

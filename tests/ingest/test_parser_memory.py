@@ -160,3 +160,21 @@ def test_a_damaged_range_gives_back_the_bodies_its_lines_reported() -> None:
     assert [r.get("new_body") is not None for r in rows] == [True, True, False, True, False]
     assert rows[1]["new_body"]["body_id"] == rows[3]["new_body"]["body_id"] != rows[0]["new_body"]["body_id"]
     assert "lines 2 to 3 are suspect" in rows[2]["detail"]
+
+
+def test_text_after_a_gzip_member_says_what_it_reads_as_and_leaves_its_body_new() -> None:
+    """A ``not_gzipped`` line is quarantined whatever it holds, and its detail says what it reads as
+    (a valid record, or the reason it would be quarantined for): whoever recovers such text knows
+    which lines are records. A register body it carries first is not stored from it: the next
+    accepted line carrying that body brings it."""
+    body = RegisterBody(DataVersion(0, 1732147100000, 3), tuple(TopicConfig(f"appended-{i:03d}", 8, 8, 6, 0) for i in range(40)), ())
+    T = 1732147200000
+    texts = [_register(T, body), b'{"namesrv":', _register(T + 1, body)]
+    lines = [RawLine(1, texts[0], len(texts[0]), "not_gzipped"), RawLine(2, texts[1], len(texts[1]), "not_gzipped"), RawLine(3, texts[2], len(texts[2]))]
+    rows = list(read_line_rows(parser(), "f.jsonl.gz", lines, OPTIONS, set()))
+    assert [(r["status"], r.get("reason")) for r in rows] == [("quarantined", "not_gzipped"), ("quarantined", "not_gzipped"), ("accepted", None)]
+    assert rows[0]["detail"].endswith("; as read it is a valid record") and rows[1]["detail"].endswith("; as read it is invalid_json")
+    assert rows[0].get("new_body") is None and rows[2]["new_body"] is not None
+    assert rows[0]["raw_text"] == texts[0].decode()
+    cut = read_line_row(parser(), "f.jsonl.gz", RawLine(4, texts[0][:100], len(texts[0]), "not_gzipped"), OPTIONS, set())
+    assert cut["detail"].endswith("; as read it is line_too_long")  # not judged by its first bytes alone

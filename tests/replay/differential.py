@@ -75,14 +75,22 @@ _NONZERO = re.compile(rb"[^\0]")  # where zero padding, or a hole of zeros, ends
 _LINE_ENDS = re.compile(rb"\n|\0+")  # a newline, or a hole in the text
 
 
+#: Where a gzip member can start (RFC 1952): the magic, method 8 (deflate), no reserved flag bit; or
+#: the magic and the method cut by the end of the file.
+_MEMBER_HEADER = re.compile(rb"\x1f\x8b\x08(?:[\x00-\x1f]|\Z)")
+
+
 class Inflated(NamedTuple):
-    """What a gzip file inflates to (``data``), and ``failures``: for each member that failed its
-    check (deflate data that does not decode, a trailer that does not match, bytes that are no member,
-    a member found after damage or a gap and cut before its check), the offsets in ``data`` where its
-    output began and where it stopped, in order."""
+    """What a gzip file reads as (``data``); ``failures``: for each member that failed its check
+    (deflate data that does not decode, a trailer that does not match, a member found after damage or
+    a gap and cut before its check) and each hole of zeros after a member, the offsets in ``data``
+    where its output began and where it stopped, in order; ``plain``: for each gap after a member
+    (bytes that start no member, after zeros or not), the offsets in ``data`` of its bytes, which the
+    reader passes on as they are."""
 
     data: bytes
     failures: tuple[tuple[int, int], ...]
+    plain: tuple[tuple[int, int], ...] = ()
 
 
 def _inflated(data: bytes) -> Inflated:
@@ -90,11 +98,13 @@ def _inflated(data: bytes) -> Inflated:
     every byte before the damage counts, going on after damage as the reader's contract says: at the
     first ``1f 8b`` after the failed member's first byte and no more than :data:`RESYNC_LOOKBACK`
     before the byte that raised. Zero bytes after a member up to the end are padding; a gap after a
-    member (zeros with more after them, or a first byte other than the magic's) is a failure with no
-    output, read past to the first ``1f 8b`` after its zeros. Deliberately not the ingest's reader
+    member (zeros with more after them, or a first byte other than the magic's) runs from its first
+    non-zero byte to the next member header (or the end), and its bytes are output as they are
+    (``plain``); its zeros, if any, are a failure with no output. Deliberately not the ingest's reader
     (slow, and only for test captures)."""
     out = bytearray()
     failures: list[tuple[int, int]] = []
+    plain: list[tuple[int, int]] = []
     at, found = 0, False
     while at < len(data):
         start, began, member = at, len(out), zlib.decompressobj(wbits=31)
@@ -118,13 +128,17 @@ def _inflated(data: bytes) -> Inflated:
         if nonzero is None:
             break  # the end, or zero padding up to it
         gap = nonzero.start()  # the first byte after any zeros
-        if gap > at or data[gap] != 0x1F:  # a hole of zeros, or bytes that start no member: read past
-            failures.append((len(out), len(out)))
-            at = data.find(b"\x1f\x8b", gap)
-            if at < 0:
+        if gap > at or data[gap] != 0x1F:  # a hole of zeros, or bytes that start no member
+            if gap > at:
+                failures.append((len(out), len(out)))
+            header = _MEMBER_HEADER.search(data, gap)
+            end = len(data) if header is None else header.start()
+            plain.append((len(out), len(out) + end - gap))
+            out += data[gap:end]
+            if header is None:
                 break
-            found = True
-    return Inflated(bytes(out), tuple(failures))
+            at, found = end, True
+    return Inflated(bytes(out), tuple(failures), tuple(plain))
 
 
 def damaged_lines(data: bytes, failures: tuple[tuple[int, int], ...]) -> set[int]:
@@ -133,6 +147,12 @@ def damaged_lines(data: bytes, failures: tuple[tuple[int, int], ...]) -> set[int
     progress where its output stopped (the next bytes come from the next member found, and may start
     in the middle of a line)."""
     return {no for began, stop in failures for no in range(data.count(b"\n", 0, began) + 1, data.count(b"\n", 0, stop) + 2)}
+
+
+def plain_lines(data: bytes, plain: tuple[tuple[int, int], ...]) -> set[int]:
+    """The numbers of the lines of ``data`` holding a byte of a gap after a gzip member
+    (:class:`Inflated`), its newline included."""
+    return {no for began, stop in plain if stop > began for no in range(data.count(b"\n", 0, began) + 1, data.count(b"\n", 0, stop - 1) + 2)}
 
 
 def text_lines(data: bytes) -> list[bytes | None]:
@@ -162,8 +182,8 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
     sees it and ``gold.route_changes`` gives it no ``record_rank`` (schemas/gold.py); the model must not
     see it either. A line the ingest's reader does not yield at all is kept, so a reader that loses
     lines shows as a difference. A damaged gzip file gives the lines it inflates to (:func:`_inflated`),
-    less those a failed member may have garbled (:func:`damaged_lines`): the ingest quarantines those,
-    and a cut line. A run of zero bytes in a file's text is a line of its own, and ends the line it
+    less those a failed member may have garbled (:func:`damaged_lines`) and those holding bytes of a
+    gap between members (:func:`plain_lines`): the ingest quarantines those, and a cut line. A run of zero bytes in a file's text is a line of its own, and ends the line it
     cuts (:func:`text_lines`)."""
     paths = [Path(f.path) for f in list_capture_files(str(root))]
     quarantined = quarantined_lines(paths, settings or load_settings())
@@ -171,9 +191,9 @@ def capture_records(root: Path, settings: Settings | None = None) -> list[dict[s
     for path in paths:
         data, damaged = path.read_bytes(), set()
         if data[:2] == b"\x1f\x8b":
-            data, failures = _inflated(data)
-            damaged = damaged_lines(data, failures)
-            assert not failures or b"\0" not in data, "damaged_lines numbers lines by newlines only"
+            data, failures, plain = _inflated(data)
+            damaged = damaged_lines(data, failures) | plain_lines(data, plain)
+            assert not damaged or b"\0" not in data, "damaged_lines numbers lines by newlines only"
         for line_no, raw in enumerate(text_lines(data), start=1):
             if raw is None or (str(path), line_no) in quarantined or line_no in damaged:
                 continue

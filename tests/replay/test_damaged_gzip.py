@@ -13,7 +13,10 @@ deflate data, a gzip file of three members whose second has one byte of its defl
 one of three members whose second has a CRC that does not match (a line spans each pair of members,
 and a register body first met in the failed member comes again in the third), and one of two intact
 members with a hole of zero bytes between them, as a crash leaves (a line spans the hole), and a
-plain file with two such holes in its text, one cutting a line short and one between lines, each holding
+plain file with two such holes in its text, one cutting a line short and one between lines, and a
+gzip file of two members with plain text after each, as when text is appended to a gzipped file (a
+line spans the first member and the text after it; the reader passes such text on as it is, and
+quarantines every line holding a byte of it as ``not_gzipped``), each holding
 registrations, heartbeats and unregistrations of several brokers at shared instants (no ``seq``: file
 order decides ties, so a lost or extra line also moves ranks).
 """
@@ -32,7 +35,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from differential import _inflated, canonical_json, capture_records, compare_changes, damaged_lines, text_lines
+from differential import _inflated, canonical_json, capture_records, compare_changes, damaged_lines, plain_lines, text_lines
 from nsreplay.config import load_settings
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker, unregister_broker
 from nsreplay.storage import Warehouse
@@ -91,6 +94,7 @@ def three_members(data: bytes, cuts: tuple[int, int], how: str) -> bytes:
 FILES = {"c-flipped.jsonl.gz": "flip", "d-crc.jsonl.gz": "crc"}
 HOLE = "e-hole.jsonl.gz"
 PLAIN_HOLES = "f-holes.jsonl"
+APPENDED = "g-appended.jsonl.gz"
 
 
 def with_hole(data: bytes) -> bytes:
@@ -107,11 +111,19 @@ def with_text_holes(data: bytes) -> bytes:
     return data[:cut] + bytes(3000) + data[resumed:between] + bytes(100) + data[between:]
 
 
+def with_appended_text(data: bytes) -> bytes:
+    """``data`` as a gzip member up to inside the line after 40 %, its text as it is up to the line
+    after 60 %, a member up to inside the line after 80 %, and the rest as text: plain text written
+    after each member of a gzip file."""
+    first, resumed, second = line_cut(data, 0.4, -6), line_cut(data, 0.6), line_cut(data, 0.8, -4)
+    return gzip.compress(data[:first], mtime=0) + data[first:resumed] + gzip.compress(data[resumed:second], mtime=0) + data[second:]
+
+
 def records_by_file() -> dict[str, list[dict[str, Any]]]:
     """The records of each file of the capture, before any damage (the same at every call)."""
     rnd = random.Random(20261127)
     plain = [namesrv_start(S, "4.9.4", namesrv=NS)] + records_of_file(rnd, 60)
-    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz", HOLE)}, PLAIN_HOLES: records_of_file(rnd, 100)}
+    files = {"a-plain.jsonl": plain, **{name: records_of_file(rnd, 400) for name in ("b-cut.jsonl.gz", "c-flipped.jsonl.gz", "d-crc.jsonl.gz", HOLE)}, PLAIN_HOLES: records_of_file(rnd, 100), APPENDED: records_of_file(rnd, 200)}
     crc = files["d-crc.jsonl.gz"]
     for i in (200, 380):  # the body, found nowhere else, first in the failed member, then in the third
         crc[i] = register_broker(crc[i]["ts"], cluster="c1", name="broker-0", addr=addr("broker-0"), topics=UNIQUE_TOPICS, five=False, namesrv=NS)
@@ -146,6 +158,7 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
         (capture / name).write_bytes(three_members(data, member_cuts(name, data), how))
     (capture / HOLE).write_bytes(with_hole(jsonl(records[HOLE])))
     (capture / PLAIN_HOLES).write_bytes(with_text_holes(jsonl(records[PLAIN_HOLES])))
+    (capture / APPENDED).write_bytes(with_appended_text(jsonl(records[APPENDED])))
     root = str(tmp_path_factory.mktemp("damaged-gzip-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     ingested = run_ingest(spark, warehouse, load_settings(), str(capture), "gz-ingest")
@@ -155,17 +168,21 @@ def damaged_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]
 
 def expected_damaged_rows(capture: Path) -> list[tuple[str, int, str, str]]:
     """(file, line, reason, raw_text) of every line a failed member may have garbled, as the oracle
-    inflates them (``corrupt_gzip``), of the cut file's last line (``truncated_gzip``), and of the holes in
-    the plain file's text (``zero_bytes``) and the line one cut short (``invalid_json``)."""
+    inflates them (``corrupt_gzip``), of every line holding text after a gzip member (``not_gzipped``),
+    of the cut file's last line (``truncated_gzip``), and of the holes in the plain file's text
+    (``zero_bytes``) and the line one cut short (``invalid_json``)."""
     keep = load_settings().ingest.quarantine_keep_bytes
     rows = []
-    for name in ("b-cut.jsonl.gz", *FILES, HOLE):
-        data, failures = _inflated((capture / name).read_bytes())
-        assert bool(failures) == (name != "b-cut.jsonl.gz")
-        lines, damaged = data.split(b"\n"), damaged_lines(data, failures)
+    for name in ("b-cut.jsonl.gz", *FILES, HOLE, APPENDED):
+        data, failures, plain = _inflated((capture / name).read_bytes())
+        assert bool(failures) == (name not in ("b-cut.jsonl.gz", APPENDED))
+        assert any(stop > began for began, stop in plain) == (name == APPENDED)  # a hole right before a member: no text
+        lines, damaged, appended = data.split(b"\n"), damaged_lines(data, failures), plain_lines(data, plain)
         for line_no, raw in enumerate(lines, start=1):
             if line_no in damaged:
                 rows.append((name, line_no, "corrupt_gzip", raw.decode("utf-8", "replace")[:keep]))
+            elif line_no in appended:
+                rows.append((name, line_no, "not_gzipped", raw.decode("utf-8", "replace")[:keep]))
             elif name == "b-cut.jsonl.gz" and line_no == len(lines):
                 rows.append((name, line_no, "truncated_gzip", raw.decode("utf-8", "replace")[:keep]))
     for line_no, raw in enumerate(text_lines((capture / PLAIN_HOLES).read_bytes()), start=1):
@@ -205,6 +222,9 @@ def test_a_failed_member_is_quarantined_whole_and_a_cut_loses_only_its_last_line
         assert kept[name] == data.count(b"\n", 0, first) + data.count(b"\n", second) - 1
     assert kept[HOLE] == 400 - 1  # every line of the two members but the one the hole splits
     assert kept[PLAIN_HOLES] == 100 - 1  # every record but the one a hole cut short
+    # the lines of the two members, less the line that each member's last bytes and the text after it share
+    data = jsonl(records_by_file()[APPENDED])
+    assert kept[APPENDED] == data.count(b"\n", 0, line_cut(data, 0.4)) - 1 + data.count(b"\n", line_cut(data, 0.6), line_cut(data, 0.8)) - 1
     # the last record of each file of several members comes from a member after the damage, or the hole
     kept_records = {(Path(r["_file"]).name, canonical_json({k: v for k, v in r.items() if not k.startswith("_")})) for r in records}
     assert all((name, canonical_json(records_by_file()[name][-1])) in kept_records for name in (*FILES, HOLE, PLAIN_HOLES))
@@ -258,14 +278,18 @@ def test_gold_equals_the_model_over_the_salvaged_lines(spark, damaged_published)
 
 def test_the_oracle_inflates_members_and_padding_and_goes_on_after_damage() -> None:
     one, two = b'{"a": 1}\n', b'{"b": 2}\n'
-    assert _inflated(gzip.compress(one) + gzip.compress(two) + b"\0" * 7) == (one + two, ())
-    assert _inflated(gzip.compress(one) + gzip.compress(two)[:-8]) == (one + two, ())  # only the trailer is cut
-    assert _inflated(gzip.compress(one) + b"\x1f\x8b" + b"\xff" * 20) == (one, ((9, 9),))
-    assert _inflated(gzip.compress(one) + damaged(two, "crc")) == (one + two, ((9, 18),))
-    assert _inflated(damaged(one, "crc") + gzip.compress(two)) == (one + two, ((0, 9),))
-    assert _inflated(damaged(one, "crc") + gzip.compress(two)[:-8]) == (one + two, ((0, 9), (9, 18)))  # found after damage, never checked
-    assert _inflated(gzip.compress(one) + b"\0" + gzip.compress(two)) == (one + two, ((9, 9),))  # a hole, read past
-    assert _inflated(gzip.compress(one) + b"\0" * 3 + b"x") == (one, ((9, 9),))
-    assert _inflated(gzip.compress(one) + b"x") == (one, ((9, 9),))  # one stray byte: no cut member
-    assert _inflated(gzip.compress(one) + b"\x1f") == (one, ())  # a cut header: a cut member
+    assert _inflated(gzip.compress(one) + gzip.compress(two) + b"\0" * 7) == (one + two, (), ())
+    assert _inflated(gzip.compress(one) + gzip.compress(two)[:-8]) == (one + two, (), ())  # only the trailer is cut
+    assert _inflated(gzip.compress(one) + b"\x1f\x8b" + b"\xff" * 20) == (one, ((9, 9),), ())
+    assert _inflated(gzip.compress(one) + damaged(two, "crc")) == (one + two, ((9, 18),), ())
+    assert _inflated(damaged(one, "crc") + gzip.compress(two)) == (one + two, ((0, 9),), ())
+    assert _inflated(damaged(one, "crc") + gzip.compress(two)[:-8]) == (one + two, ((0, 9), (9, 18)), ())  # found after damage, never checked
+    assert _inflated(gzip.compress(one) + b"\0" + gzip.compress(two)) == (one + two, ((9, 9),), ((9, 9),))  # a hole, read past
+    assert _inflated(gzip.compress(one) + b"\0" * 3 + b"x") == (one + b"x", ((9, 9),), ((9, 10),))  # a hole, then text
+    assert _inflated(gzip.compress(one) + b"x") == (one + b"x", (), ((9, 10),))  # one stray byte: text, no cut member
+    assert _inflated(gzip.compress(one) + b"\x1f") == (one, (), ())  # a cut header: a cut member
+    # text after a member, up to the next member's header (a false one, method 9, is text)
+    assert _inflated(gzip.compress(one) + b"ab\x1f\x8b\x09\n" + gzip.compress(two)) == (one + b"ab\x1f\x8b\x09\n" + two, (), ((9, 15),))
+    assert plain_lines(one + b"ab\n" + two, ((9, 12),)) == {2} and plain_lines(one + two, ((9, 9),)) == set()
+    assert plain_lines(b"a" + b"bc\nd", ((1, 5),)) == {1, 2}
     assert damaged_lines(one + two, ((0, 9),)) == {1, 2} and damaged_lines(one + two, ((9, 9),)) == {2}
