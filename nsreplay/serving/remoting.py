@@ -259,8 +259,6 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
         raise BadJsonHeader(f"JSON header does not parse: {exc}") from None
     if not isinstance(obj, dict):
         raise BadJsonHeader(f"JSON header must be an object, got {type(obj).__name__}")
-    if "code" not in obj:
-        raise BadJsonHeader("JSON header has no 'code'")
     language = obj.get("language", "JAVA")
     if language is None:
         language = "JAVA"

@@ -241,7 +241,7 @@ def test_unknown_serialize_type(serialize_type):
 
 
 @pytest.mark.parametrize("header", [
-    b"{", b"[]", b'"x"', b"null", b"{}", b'{"code":1.5}', b'{"code":true}',
+    b"{", b"[]", b'"x"', b"null", b'{"code":1.5}', b'{"code":true}',
     b'{"code":2147483648}', b'{"code":1,"opaque":"x"}', b'{"code":1,"language":5}', b'{"code":1,"remark":5}',
     b'{"code":1,"extFields":[]}', b'{"code":1,"extFields":{"a":{}}}', b'{"code":1,"extFields":{"a":[1]}}',
     b"[" * 100000,
@@ -267,6 +267,13 @@ def test_json_number_fields_written_as_decimal_strings(header, want):
     """fastjson reads a JSON string of decimal digits into RemotingCommand's int fields (code, version,
     opaque, flag) as the number, leading zeros and all; the NameServer answers such a frame."""
     assert decode_frame(frame(header)) == want
+
+
+@pytest.mark.parametrize("header", [b"{}", b'{"code":null}', b'{"opaque":5,"code":null}'])
+def test_json_header_without_a_code_is_code_0(header):
+    """fastjson leaves an int field that is absent or null at Java's default, ``code`` as the others:
+    such a frame is a request of code 0 (which the shim refuses as not supported), not a broken frame."""
+    assert decode_frame(frame(header)) == RemotingCommand(code=0, opaque=5 if b"opaque" in header else 0)
 
 
 @pytest.mark.parametrize("header", [
