@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import os
 import re
 import select
@@ -87,25 +88,63 @@ _INTERRUPTED = threading.Event()  # set by a Ctrl-C (SIGINT) once a Spark sessio
 
 
 def _note_interrupts() -> None:
-    """Wrap the SIGINT handler in place so that :func:`guarded` tells an interrupted command from a
-    failed one. PySpark's handler (installed when the SparkContext starts) cancels the jobs and
-    raises KeyboardInterrupt, but the JVM call the main thread was waiting on then fails first, as a
-    Py4JError. Only from the main thread (where signal handlers live); idempotent in effect."""
+    """Make Ctrl-C (SIGINT) stop a command that runs Spark, and let :func:`guarded` tell an
+    interrupted command from a failed one. Only from the main thread (where signal handlers live);
+    idempotent in effect.
+
+    PySpark's own handler (installed when the SparkContext starts) cancels the jobs and raises
+    KeyboardInterrupt, but it asks the JVM to cancel over the connection that the main thread is
+    waiting on (py4j pins one per thread): that call fails as a reentrant read, py4j takes the
+    failure for a network error and sends the interrupted command again, and the command runs on to
+    its end as if no Ctrl-C had come. This handler replaces it: the jobs are cancelled from a thread
+    of their own, and KeyboardInterrupt is raised in the main thread (py4j closes the connection a
+    call was waiting on when KeyboardInterrupt cuts it short, and logs that with its traceback: that
+    log is left out once a Ctrl-C was seen, as the command says "interrupted"). Another handler
+    found in place (not PySpark's) is still called."""
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.getsignal(signal.SIGINT)
     if getattr(previous, "_nsreplay_notes", False):
         return
+    pyspark_handler = getattr(previous, "__qualname__", "").startswith("SparkContext.")
+    logging.getLogger().addFilter(_quiet_after_interrupt)  # py4j logs on the root logger
 
     def handler(signum: int, frame: Any) -> None:
         _INTERRUPTED.set()
-        if callable(previous):
+        _stop_spark_work()
+        if callable(previous) and not pyspark_handler:
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
             raise KeyboardInterrupt
 
     handler._nsreplay_notes = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGINT, handler)
+
+
+def _quiet_after_interrupt(record: logging.LogRecord) -> bool:
+    """Leave out py4j's report of the JVM call that a Ctrl-C cut short."""
+    return not (_INTERRUPTED.is_set() and record.getMessage().endswith("while sending command."))
+
+
+def _stop_spark_work() -> None:
+    """Cancel the running Spark jobs from a thread of its own: the main thread's JVM connection may
+    be waiting on a call (see :func:`_note_interrupts`). Best effort: nothing here may fail the
+    signal handler."""
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is not None:
+            threading.Thread(target=_cancel_jobs, args=(sc,), name="nsreplay-cancel-jobs", daemon=True).start()
+    except Exception:  # noqa: BLE001 - an interrupt must not fail on its way
+        pass
+
+
+def _cancel_jobs(sc: Any) -> None:
+    try:
+        sc.cancelAllJobs()
+    except Exception:  # noqa: BLE001 - the JVM may be stopping too
+        pass
 
 
 def local_frame(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema):

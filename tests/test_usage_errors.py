@@ -141,6 +141,48 @@ def test_a_failure_after_ctrl_c_is_reported_as_interrupted(monkeypatch, capsys) 
     assert capsys.readouterr().err.splitlines()[-1].endswith(": interrupted")
 
 
+INTERRUPTED_JOB = """
+import sys
+from nsreplay.config import load_settings
+from nsreplay.runtime import build_spark, guarded
+
+@guarded
+def main(argv):
+    spark = build_spark(load_settings(), "ctrl-c", master="local[1]")
+    print("running", flush=True)
+    spark.range(10 ** 13).selectExpr("sum(id * 7 % 13)").collect()  # hours
+    print("finished", flush=True)
+    return 0
+
+sys.exit(main(None))
+"""
+
+
+def test_ctrl_c_stops_a_spark_job_at_once() -> None:
+    """Ctrl-C in a terminal (SIGINT to the process group) while the driver waits on a Spark job: the
+    job is cancelled and the command ends "interrupted" with status 130. PySpark's own handler asked
+    the JVM to cancel over the connection the main thread was waiting on: the call failed, py4j sent
+    the waiting command again, and the job ran on to its end."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_JOB], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "NSREPLAY_ENV": "test"})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "running\n"
+        time.sleep(3)  # the job is under way
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert "finished" not in out and err.splitlines()[-1].endswith(": interrupted"), err[-3000:]
+    assert "Traceback" not in err, err[-3000:]  # neither py4j's retry nor its report of the call cut short
+
+
 @pytest.mark.parametrize("stage", ["replay", "quality", "publish"])
 def test_captures_given_to_a_stage_that_reads_none_is_refused_not_ignored(stage) -> None:
     """Only the ingest stage (or a whole run) reads ``--captures``; before, the others ignored it."""
