@@ -15,7 +15,10 @@ How a write works:
    count and its integer columns' statistics from the Parquet footer (the add action's ``stats``).
 5. One ``create_write_transaction`` commits removes of the affected files + adds of the new ones +
    the ``txn`` action + the commit metadata, against the read snapshot: a conflicting concurrent commit
-   makes it fail (``ConcurrentCommitError``), never half-apply.
+   makes it fail (``ConcurrentCommitError``), never half-apply. delta-rs does not see a file removed
+   by a commit after the read snapshot, so, holding the table's commit lock (a local table's
+   :data:`COMMIT_LOCK`), the commit first checks that the latest version still holds every file
+   it removes.
 6. The staging directory is removed (also on failure, together with moved but uncommitted files).
 7. Every :data:`CHECKPOINT_INTERVAL` commits (a write's, a restore's, a compaction's, a removal's),
    a checkpoint of the log is written, so that opening the table reads a bounded number of commits.
@@ -41,7 +44,8 @@ Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/stor
 * The ``DeltaTable`` object is not refreshed by its own ``create_write_transaction``; it is brought
   up to date afterwards (``update_incremental``), and the committed version is looked up in the
   history by this write's ``write_id``.
-* Conflicts (same app id, removed files) are detected against the snapshot the table is at when taken.
+* Conflicts (same app id, removed files) are detected against the snapshot the table is at when taken,
+  except a file removed by a later commit, which nsreplay checks itself before it commits (step 5).
 * ``to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` are never called: they make
   Python abort at exit.
 """
@@ -51,13 +55,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import fcntl
 import json
 import logging
 import os
 import time
 import urllib.parse
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -277,9 +282,10 @@ class DeltaRsBackend(Backend):
             if table.transaction_version(request.app_id) is not None:
                 return None
             try:
-                table.restore(request.version, commit_properties=_commit_properties(request))
+                with _commit_lock(location):  # no other nsreplay commit between a check and its commit
+                    table.restore(request.version, commit_properties=_commit_properties(request))
             except CommitFailedError as exc:
-                self._committed_by_another(location, request.app_id, f"table at {location.uri}: the restore of version {request.version}", read_version, exc)
+                self._committed_by_another(location, request.app_id, f"table at {location.uri}: the restore of version {request.version}", read_version, str(exc), exc)
                 return None
             except DeltaError as exc:  # e.g. a file of that version was vacuumed since
                 raise StorageError(f"cannot restore the table at {location.uri} to version {request.version}: {exc}") from exc
@@ -407,21 +413,47 @@ class DeltaRsBackend(Backend):
                 request: WriteRequest | CompactRequest | RemoveRequest, what: str, read_version: int) -> bool:
         """Commit ``actions`` with ``request``'s metadata and ``txn`` against the read snapshot
         ``table``: ``True`` when this commit made it, ``False`` when another writer committed the same
-        app id meanwhile; :class:`ConcurrentCommitError` (naming ``what``) on any other conflict."""
-        try:
-            table.create_write_transaction(
-                actions,
-                mode="append",
-                schema=to_arrow_schema(spec.schema),
-                partition_by=list(spec.partition_by) or None,
-                commit_properties=_commit_properties(request),
-            )
-        except CommitFailedError as exc:
-            self._committed_by_another(request.location, request.app_id, f"table {spec.name!r}: {what}", read_version, exc)
-            return False
+        app id meanwhile; :class:`ConcurrentCommitError` (naming ``what``) on any other conflict.
+
+        delta-rs (1.6) checks a commit made against an older snapshot for some conflicts, but not
+        for a file it removes having been removed since: two compactions of one table at once both
+        committed, and the table held their rows twice. So, holding the table's commit lock
+        (:func:`_commit_lock`), a commit that removes files first checks that the table's latest
+        version still holds every one of them."""
+        removed = [a.path for a in actions if isinstance(a, RemoveAction)]
+        with _commit_lock(request.location):
+            if removed:
+                gone = self._removed_since(request.location, spec, removed, read_version)
+                if gone:
+                    self._committed_by_another(
+                        request.location, request.app_id, f"table {spec.name!r}: {what}", read_version,
+                        f"{len(gone)} of the files it replaces were removed by a later commit, e.g. {gone[0]}",
+                    )
+                    return False
+            try:
+                table.create_write_transaction(
+                    actions,
+                    mode="append",
+                    schema=to_arrow_schema(spec.schema),
+                    partition_by=list(spec.partition_by) or None,
+                    commit_properties=_commit_properties(request),
+                )
+            except CommitFailedError as exc:
+                self._committed_by_another(request.location, request.app_id, f"table {spec.name!r}: {what}", read_version, str(exc), exc)
+                return False
         return True
 
-    def _committed_by_another(self, location: TableLocation, app_id: str, what: str, read_version: int, exc: Exception) -> None:
+    def _removed_since(self, location: TableLocation, spec: TableSpec, paths: list[str], read_version: int) -> list[str]:
+        """Those of ``paths`` (relative, as in remove actions) that the table's latest version no
+        longer holds; none when no commit followed ``read_version`` (one look for its log file)."""
+        if not self._tables.has_commit(location, read_version + 1):
+            return []
+        with self._tables.latest(location) as latest:
+            active = {f["relative"] for f in self._active_files(latest, spec)}
+        return [path for path in paths if path not in active]
+
+    def _committed_by_another(self, location: TableLocation, app_id: str, what: str, read_version: int, cause: str,
+                              exc: Exception | None = None) -> None:
         """After a commit failed on a conflict: return when another writer committed ``app_id`` meanwhile
         (the work is done), else raise :class:`ConcurrentCommitError` naming ``what`` failed."""
         if self.committed(location, app_id):
@@ -429,7 +461,7 @@ class DeltaRsBackend(Backend):
             return
         raise ConcurrentCommitError(
             f"{what}: a concurrent commit conflicts with it (read at version {read_version}); this write was not committed "
-            f"(other writes of the same run may have been): run it again when the other writer is done. ({exc})"
+            f"(other writes of the same run may have been): run it again when the other writer is done. ({cause})"
         ) from exc
 
     def _stage(self, spark: "SparkSession", data: "DataFrame", spec: TableSpec, target: str) -> None:
@@ -484,6 +516,25 @@ class DeltaRsBackend(Backend):
                 }
             )
         return files
+
+
+#: The file in a local table's root that its commits lock, one at a time (:func:`_commit_lock`). Its
+#: name starts with "_": Delta readers and vacuum leave it alone, as they do the log and staging.
+COMMIT_LOCK = "_nsreplay_commit.lock"
+
+
+@contextlib.contextmanager
+def _commit_lock(location: TableLocation) -> Iterator[None]:
+    """Hold the commit lock of the table at ``location`` (an exclusive ``flock`` of
+    :data:`COMMIT_LOCK`, across processes), so that what a commit checks against the table's latest
+    version still holds when it commits. Tables on object stores have no such lock: there the check
+    and the commit are milliseconds apart, not closed."""
+    if not location.is_local:
+        yield
+        return
+    with open(os.path.join(location.uri, COMMIT_LOCK), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def _checkpoint_if_due(table: DeltaTable, committed: int, location: TableLocation) -> None:

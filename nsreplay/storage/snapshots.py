@@ -94,13 +94,13 @@ class Snapshots:
         table was made again in its place; or the log cannot be read from where ``table`` stands)."""
         try:
             table.update_incremental()
-            if self._commit_exists(location, table.version()):
+            if self.has_commit(location, table.version()):
                 return table
         except (DeltaError, OSError):
             pass
         return open_table(location)
 
-    def _commit_exists(self, location: TableLocation, version: int) -> bool:
+    def has_commit(self, location: TableLocation, version: int) -> bool:
         """Whether the log at ``location`` holds the commit of ``version`` (the latest commit's file
         is never removed by log clean-up)."""
         name = f"_delta_log/{version:020d}.json"
