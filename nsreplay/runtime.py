@@ -334,10 +334,46 @@ def _stdout_closed() -> bool:
     return gone
 
 
+_JAVA_CAUSE = re.compile(r"^Caused by: (.+)$", re.MULTILINE)  # a cause of the main chain: a nested one is indented
+
+
+def _one_line(exc: BaseException, limit: int = 500) -> str:
+    """``exc``'s message on one line, at most about ``limit`` characters. A message that holds a Java
+    stack trace (a Spark failure, as py4j renders it) is cut at its first frame, and the root cause
+    of the trace, its last ``Caused by:``, is added: it is the line that says what went wrong (``No
+    space left on device``), and it sits below hundreds of frames the cut would drop."""
+    text = str(exc)
+    head = text.split("\n\tat ", 1)[0]
+    causes = _JAVA_CAUSE.findall(text)
+    root = " ".join(causes[-1].split())[:200] if causes else ""
+    line = " ".join(head.split()) or type(exc).__name__
+    if not root or root in line:
+        return line[:limit]
+    return f"{line[:max(limit - len(root) - 13, 100)]} (caused by {root})"
+
+
+def _lost_jvm(exc: BaseException) -> BaseException | None:
+    """The earliest of py4j's network errors in ``exc``'s chain (its causes, and what it was
+    raised while handling), when there is one: the driver lost its connection to the Spark JVM,
+    which was killed or died (the kernel's out-of-memory killer picks the largest process). The
+    error the command ends with then says nothing of that: a ``finally`` that stops the session
+    fails in turn, with a bare ``ConnectionRefusedError``. ``None`` otherwise."""
+    found = None
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ == "Py4JNetworkError" and type(exc).__module__.startswith("py4j"):
+            found = exc  # keep going: the earliest is the one the JVM's death caused first
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
 def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """Run ``main``; on failure print ``<prog>: <one-line reason>`` to stderr and return non-zero.
 
-    Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
+    The reason of a Spark failure is its headline and the Java trace's root cause
+    (:func:`_one_line`); a Spark JVM lost under the command (killed) is named as such
+    (:func:`_lost_jvm`), status 1. Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
     """
 
     def report(line: str) -> None:
@@ -375,8 +411,12 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
                 return 130
             if os.environ.get("NSREPLAY_DEBUG"):
                 traceback.print_exc()
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            report(f"{prog}: {type(exc).__name__}: {reason[:500]}")
+            lost = _lost_jvm(exc)
+            if lost is not None:
+                report(f"{prog}: the Spark JVM is gone (killed, or it crashed: its own lines above may say why): "
+                       f"{type(lost).__name__}: {_one_line(lost)[:300]}")
+                return 1
+            report(f"{prog}: {type(exc).__name__}: {_one_line(exc)}")
             return 1
 
     return wrapper

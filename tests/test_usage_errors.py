@@ -207,3 +207,102 @@ def test_output_into_a_pipe_whose_reader_has_gone_ends_quietly() -> None:
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+# what py4j renders for a failed Spark write (Py4JJavaError, wrapped by the storage layer): the
+# headline, hundreds of frames, and the cause at the bottom
+SPARK_WRITE_FAILURE = (
+    "append to table 'silver.events' failed: An error occurred while calling o1363.parquet.\n"
+    ": org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing rows to file:/w/silver/events/_staging/28d3. SQLSTATE: 58030\n"
+    + "".join(f"\tat org.apache.spark.Frame{i}.run(Frame.scala:{i})\n" for i in range(300))
+    + "Caused by: org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing rows.\n"
+    "\tat org.apache.spark.Other.run(Other.scala:1)\n"
+    "\tSuppressed: java.lang.IllegalStateException: a suppressed one\n"
+    "\t\tat org.apache.spark.Other.run(Other.scala:2)\n"
+    "\tCaused by: java.lang.RuntimeException: the suppressed one's cause\n"
+    "Caused by: java.io.IOException: No space left on device\n"
+    "\tat java.base/sun.nio.ch.FileDispatcherImpl.write0(Native Method)\n"
+    "\t... 46 more\n"
+)
+
+
+def test_a_spark_failure_is_reported_with_its_root_cause(capsys) -> None:
+    """A disk that filled up during an ingest: the one-line reason ended in the frames of the Java
+    trace, cut at 500 characters, without the cause (``No space left on device``) that the trace's
+    last ``Caused by:`` gives. Now the trace is cut at its first frame and its root cause added."""
+    from nsreplay.runtime import guarded
+    from nsreplay.storage import StorageError
+
+    @guarded
+    def main(argv):
+        raise StorageError(SPARK_WRITE_FAILURE)
+
+    assert main([]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(" (caused by java.io.IOException: No space left on device)"), lines[0]
+    assert ": StorageError: append to table 'silver.events' failed: An error occurred while calling o1363.parquet. : " in lines[0]
+    assert " at org.apache" not in lines[0] and "suppressed" not in lines[0], lines[0]
+
+
+def test_a_lost_spark_jvm_is_named_as_such(capsys) -> None:
+    """The JVM killed under a command (``kill -9``, the out-of-memory killer): the failing call's
+    py4j network error was followed by ``spark.stop()`` failing in the command's ``finally``, and
+    the command said only ``ConnectionRefusedError: [Errno 111] Connection refused``."""
+    from py4j.protocol import Py4JNetworkError
+
+    from nsreplay.runtime import guarded
+
+    @guarded
+    def main(argv):
+        try:
+            raise Py4JNetworkError("Answer from Java side is empty")
+        finally:  # as spark.stop() in a job's finally
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    assert main([]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and ": the Spark JVM is gone (killed, or it crashed" in lines[0], lines
+    assert lines[0].endswith(": Py4JNetworkError: Answer from Java side is empty"), lines[0]
+
+
+KILLED_JVM_JOB = """
+import sys
+from nsreplay.config import load_settings
+from nsreplay.runtime import build_spark, guarded
+
+@guarded
+def main(argv):
+    spark = build_spark(load_settings(), "killed-jvm", master="local[1]")
+    try:
+        print(spark.sparkContext._gateway.proc.pid, flush=True)
+        spark.range(10 ** 13).selectExpr("sum(id * 7 % 13)").collect()  # hours
+    finally:
+        spark.stop()
+    return 0
+
+sys.exit(main(None))
+"""
+
+
+def test_a_spark_command_whose_jvm_is_killed_says_so_at_once() -> None:
+    """``kill -9`` of the JVM of a command that runs Spark in-process (``nsreplay backfill``): the
+    command ends at once, status 1, its last stderr line naming the lost JVM."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_JVM_JOB], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "NSREPLAY_ENV": "test"})
+    try:
+        assert proc.stdout is not None
+        jvm = int(proc.stdout.readline())
+        time.sleep(3)  # the job is under way
+        os.kill(jvm, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, err[-3000:]
+    assert ": the Spark JVM is gone (killed, or it crashed" in err.splitlines()[-1], err[-3000:]
