@@ -233,12 +233,19 @@ def _check_namesrv_config(name: str, config: Mapping[str, Any]) -> None:
 def _layered(env: str | None, conf_dir: Path | None) -> tuple[str, Path, dict[str, Any]]:
     """(env, conf folder, the merged TOML): ``conf/base/nsreplay.toml`` overlaid key by key with
     ``conf/<env>/nsreplay.toml`` (``env`` default ``$NSREPLAY_ENV`` or ``local``, ``conf_dir``
-    default ``$NSREPLAY_CONF_DIR`` or the project's ``conf``)."""
-    env = env or os.environ.get("NSREPLAY_ENV", "local")
+    default ``$NSREPLAY_CONF_DIR`` or the project's ``conf``). An environment named (``env`` or
+    ``$NSREPLAY_ENV``) must have its folder, with or without a ``nsreplay.toml``: a misspelt name
+    would otherwise run on the base settings alone (another warehouse, other Spark settings).
+    ``local``, taken by default, may have none."""
+    named = env or os.environ.get("NSREPLAY_ENV")
+    env = named or "local"
     conf_dir = Path(conf_dir or os.environ.get("NSREPLAY_CONF_DIR", PROJECT_ROOT / "conf"))
     base_file = conf_dir / "base" / "nsreplay.toml"
     if not base_file.is_file():
         raise ConfigError(f"{base_file} not found")
+    if named and not (conf_dir / env).is_dir():
+        known = sorted(p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "base")
+        raise ConfigError(f"NSREPLAY_ENV={env}: {conf_dir / env} is not a folder (the environments of {conf_dir}: {', '.join(known) or 'none'})")
     try:
         raw = tomllib.loads(base_file.read_text())
         env_file = conf_dir / env / "nsreplay.toml"

@@ -306,3 +306,26 @@ def test_a_spark_command_whose_jvm_is_killed_says_so_at_once() -> None:
             proc.wait()
     assert proc.returncode == 1, err[-3000:]
     assert ": the Spark JVM is gone (killed, or it crashed" in err.splitlines()[-1], err[-3000:]
+
+
+def test_a_misspelt_environment_is_refused_not_run_on_the_base_settings(tmp_path) -> None:
+    """``NSREPLAY_ENV=prdo`` ran on conf/base alone (its default warehouse, its Spark settings), as
+    if no environment had been named. A named environment must have its folder; one without an
+    ``nsreplay.toml`` is still an environment, and ``local``, the default, may be missing."""
+    import os
+    import shutil
+
+    from nsreplay.config import ConfigError, load_settings
+
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf" / "base", conf / "base")
+    (conf / "prod").mkdir()
+    with pytest.raises(ConfigError, match=r"NSREPLAY_ENV=prdo: .*prdo is not a folder \(the environments of .*: prod\)"):
+        load_settings("prdo", conf)
+    assert load_settings("prod", conf).env == "prod"  # a folder without nsreplay.toml: base settings, on purpose
+    assert load_settings(None, conf).env == "local"  # not named: local, whose folder this conf lacks
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "nsreplay"), "thin-states", "--warehouse", str(tmp_path / "wh"), "--dry-run"],
+                          env={**os.environ, "NSREPLAY_ENV": "prdo"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.splitlines() == [
+        f"nsreplay: ConfigError: NSREPLAY_ENV=prdo: {ROOT / 'conf' / 'prdo'} is not a folder (the environments of {ROOT / 'conf'}: airflow, local, test)"
+    ]

@@ -44,8 +44,8 @@ def answers(root: str) -> dict:
     return out
 
 
-def vacuum(root: str, conf: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NSREPLAY_CONF_DIR": str(conf), "NSREPLAY_ENV": "vacuum-test"}
+def vacuum(root: str, conf: Path, *args: str, environment: str = "vacuum-test") -> subprocess.CompletedProcess:
+    env = {**os.environ, "NSREPLAY_CONF_DIR": str(conf), "NSREPLAY_ENV": environment}
     return subprocess.run([sys.executable, "-m", "nsreplay.cli", "vacuum", "--warehouse", root, *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -132,9 +132,9 @@ def test_a_vacuums_commits_are_not_taken_for_an_unpublished_runs_writes(demo_pub
 
 def test_the_command_refuses_a_retention_below_the_configured_floor_and_unknown_tables(tmp_path) -> None:
     (tmp_path / "wh").mkdir()
-    short = vacuum(str(tmp_path / "wh"), ROOT / "conf", "--retention-hours", "1")
+    short = vacuum(str(tmp_path / "wh"), ROOT / "conf", "--retention-hours", "1", environment="local")
     assert short.returncode == 2 and "below [vacuum] min_retention_hours (24)" in short.stderr
-    unknown = vacuum(str(tmp_path / "wh"), ROOT / "conf", "--table", "gold.nope")
+    unknown = vacuum(str(tmp_path / "wh"), ROOT / "conf", "--table", "gold.nope", environment="local")
     assert unknown.returncode == 2 and "--table gold.nope: not a warehouse table" in unknown.stderr
-    empty = vacuum(str(tmp_path / "wh"), ROOT / "conf", "--dry-run")
+    empty = vacuum(str(tmp_path / "wh"), ROOT / "conf", "--dry-run", environment="local")
     assert empty.returncode != 0 and "not an nsreplay warehouse" in empty.stderr
