@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -158,6 +159,29 @@ sys.exit(main(None))
 """
 
 
+def run_signalled(script: str, signal_it: Callable[[subprocess.Popen, str], None]) -> tuple[int, str, str]:
+    """Run ``script`` (a Spark job) in a child process of its own session, call ``signal_it`` with the
+    process and the first line it printed, 3 s later (the job under way), and return its status,
+    stdout and stderr; the process group is killed if it has not ended 60 s after the signal."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "NSREPLAY_ENV": "test"})
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        time.sleep(3)
+        signal_it(proc, first)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out, err
+
+
 def test_ctrl_c_stops_a_spark_job_at_once() -> None:
     """Ctrl-C in a terminal (SIGINT to the process group) while the driver waits on a Spark job: the
     job is cancelled and the command ends "interrupted" with status 130. PySpark's own handler asked
@@ -165,20 +189,13 @@ def test_ctrl_c_stops_a_spark_job_at_once() -> None:
     the waiting command again, and the job ran on to its end."""
     import os
     import signal
-    import time
 
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_JOB], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "NSREPLAY_ENV": "test"})
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "running\n"
-        time.sleep(3)  # the job is under way
+    def ctrl_c(proc: subprocess.Popen, first: str) -> None:
+        assert first == "running\n"
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 130, err[-3000:]
+
+    status, out, err = run_signalled(INTERRUPTED_JOB, ctrl_c)
+    assert status == 130, err[-3000:]
     assert "finished" not in out and err.splitlines()[-1].endswith(": interrupted"), err[-3000:]
     assert "Traceback" not in err, err[-3000:]  # neither py4j's retry nor its report of the call cut short
 
@@ -290,21 +307,9 @@ def test_a_spark_command_whose_jvm_is_killed_says_so_at_once() -> None:
     command ends at once, status 1, its last stderr line naming the lost JVM."""
     import os
     import signal
-    import time
 
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_JVM_JOB], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "NSREPLAY_ENV": "test"})
-    try:
-        assert proc.stdout is not None
-        jvm = int(proc.stdout.readline())
-        time.sleep(3)  # the job is under way
-        os.kill(jvm, signal.SIGKILL)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 1, err[-3000:]
+    status, _, err = run_signalled(KILLED_JVM_JOB, lambda proc, first: os.kill(int(first), signal.SIGKILL))
+    assert status == 1, err[-3000:]
     assert ": the Spark JVM is gone (killed, or it crashed" in err.splitlines()[-1], err[-3000:]
 
 

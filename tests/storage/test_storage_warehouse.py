@@ -28,6 +28,7 @@ from nsreplay.storage import (
     BackendUnavailableError,
     ColumnRange,
     CommitInfo,
+    CompactionResult,
     ConcurrentCommitError,
     DataFile,
     PredicateViolationError,
@@ -1136,35 +1137,42 @@ def test_removing_named_files_drops_exactly_their_rows_and_is_not_counted_as_a_r
     assert wh.version(COMPACTED) == 4
 
 
-def test_two_compactions_of_one_table_at_once_commit_only_one(wh: Warehouse, spark, monkeypatch) -> None:
-    """Two processes compacting one table at once plan the same files from the same version. The one
-    that commits second must fail and commit nothing: delta-rs (1.6) let it commit too, and the table
-    then held the merged rows twice. Here the other process's whole compaction runs between this
-    one's planning and its commit (a Warehouse of its own: its own snapshots)."""
-    for batch in (1, 2, 3):
-        wh.append(COMPACTED, compacted_rows(spark, batch), commit(f"w{batch}"))
-    expected = wh.read(COMPACTED, version=3)
-    groups = [[f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "10.0.0.1:9876"]]
+def race_a_compaction(wh: Warehouse, spark, monkeypatch, group: list[DataFile]) -> list[CompactionResult]:
+    """Make another process's whole compaction of ``group`` (a Warehouse of its own: its own
+    snapshots) run just before ``wh``'s next commit, after that commit's planning; the list gets
+    its result."""
     other = Warehouse(wh.root, spark, backend="delta-rs")
     backend = type(wh._backend)
     commit_now = backend._commit
-    raced = []
+    raced: list[CompactionResult] = []
 
     def after_the_other_process(self, *args, **kwargs):
         if self is wh._backend and not raced:
-            raced.append(other.compact(COMPACTED, groups, sort_by="ts", commit=commit("other", job="compact")))
+            raced.append(other.compact(COMPACTED, [group], sort_by="ts", commit=commit("other", job="compact")))
         return commit_now(self, *args, **kwargs)
 
     monkeypatch.setattr(backend, "_commit", after_the_other_process)
+    return raced
+
+
+def test_two_compactions_of_one_table_at_once_commit_only_one(wh: Warehouse, spark, monkeypatch) -> None:
+    """Two processes compacting one table at once plan the same files from the same version. The one
+    that commits second must fail and commit nothing: delta-rs (1.6) let it commit too, and the table
+    then held the merged rows twice."""
+    for batch in (1, 2, 3):
+        wh.append(COMPACTED, compacted_rows(spark, batch), commit(f"w{batch}"))
+    expected = wh.read(COMPACTED, version=3)
+    group = [f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "10.0.0.1:9876"]
+    raced = race_a_compaction(wh, spark, monkeypatch, group)
     with pytest.raises(ConcurrentCommitError, match="were removed by a later commit"):
-        wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("this", job="compact"))
+        wh.compact(COMPACTED, [group], sort_by="ts", commit=commit("this", job="compact"))
     assert raced[0].version == 4 and wh.version(COMPACTED) == 4  # the other one's commit only
     assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
     assert not os.path.exists(os.path.join(wh.path(COMPACTED), "_staging"))
+    monkeypatch.undo()
     # the same run again, once the other process's compaction is known: nothing left to merge twice
-    monkeypatch.setattr(backend, "_commit", commit_now)
     with pytest.raises(ConcurrentCommitError, match="not in its latest version"):
-        wh.compact(COMPACTED, groups, sort_by="ts", commit=commit("this", job="compact"))
+        wh.compact(COMPACTED, [group], sort_by="ts", commit=commit("this", job="compact"))
 
 
 def test_a_removal_racing_a_compaction_of_its_files_commits_nothing(wh: Warehouse, spark, monkeypatch) -> None:
@@ -1174,17 +1182,7 @@ def test_a_removal_racing_a_compaction_of_its_files_commits_nothing(wh: Warehous
         wh.append(COMPACTED, compacted_rows(spark, batch), commit(f"w{batch}"))
     expected = wh.read(COMPACTED, version=3)
     group = [f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "50%"]
-    other = Warehouse(wh.root, spark, backend="delta-rs")
-    backend = type(wh._backend)
-    commit_now = backend._commit
-    raced = []
-
-    def after_the_other_process(self, *args, **kwargs):
-        if self is wh._backend and not raced:
-            raced.append(other.compact(COMPACTED, [group], sort_by="ts", commit=commit("other", job="compact")))
-        return commit_now(self, *args, **kwargs)
-
-    monkeypatch.setattr(backend, "_commit", after_the_other_process)
+    race_a_compaction(wh, spark, monkeypatch, group)
     with pytest.raises(ConcurrentCommitError, match="were removed by a later commit"):
         wh.remove_files(COMPACTED, group[:2], mode=THINNING_MODE, commit=commit("t1", job="thin-states"))
     assert wh.version(COMPACTED) == 4
