@@ -89,6 +89,8 @@ export NSREPLAY_UNDER_SPARK_SUBMIT=1
 # a configuration the user named in the environment is kept.
 export LOG4J_CONFIGURATION_FILE="${LOG4J_CONFIGURATION_FILE:-$NSREPLAY_ROOT/conf/base/log4j2.properties}"
 export SPARK_HOME="${SPARK_HOME:-$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+# The job runs from the project root; the paths its user typed are relative to where they typed them.
+export NSREPLAY_CALLER_DIR="$PWD"
 cd "$NSREPLAY_ROOT"
 # spark-submit runs the job's Python with its stderr merged into stdout (PythonRunner), so the job
 # also writes its one-line failure reason to this file, copied to stderr here. No exec: the EXIT

@@ -125,10 +125,11 @@ def settings_arguments() -> dict[str, object]:
 
 
 def submit(job_args: str) -> str:
-    """The bash command of one task: ``spark-submit.sh`` with the run's settings (one Variable read)."""
+    """The bash command of one task: ``spark-submit.sh`` with the run's settings (one Variable read), run
+    from the project root, against which the settings' relative paths are read."""
     return (
         SETTINGS
-        + "NSREPLAY_ENV={{ s.nsreplay_env | sh }} NSREPLAY_DELTA={{ s.delta | sh }} "
+        + "cd {{ s.project_root | sh }} && NSREPLAY_ENV={{ s.nsreplay_env | sh }} NSREPLAY_DELTA={{ s.delta | sh }} "
         "{{ s.project_root | sh }}/spark-submit.sh {{ s.spark_args }} " + job_args
     )
 
@@ -142,7 +143,7 @@ def maintain(command: str) -> str:
     return (
         SETTINGS
         + "NSREPLAY_JVM_ARCHIVE=off {{ s.project_root | sh }}/scripts/bootstrap.sh && "
-        "NSREPLAY_ENV={{ s.nsreplay_env | sh }} {{ s.project_root | sh }}/.venv/bin/nsreplay " + command
+        "cd {{ s.project_root | sh }} && NSREPLAY_ENV={{ s.nsreplay_env | sh }} {{ s.project_root | sh }}/.venv/bin/nsreplay " + command
         + " --warehouse {{ s.warehouse | sh }}"
     )
 

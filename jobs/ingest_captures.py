@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from nsreplay.config import load_settings
-from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, resolve_path, run_id_arg
+from nsreplay.runtime import ArgumentParser, build_spark, guarded, new_run_id, resolve_path, resolve_setting_path, run_id_arg
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings()
     list_capture_files(resolve_path(args.captures))  # a wrong path fails before Spark starts
-    root = resolve_path(settings.warehouse.root if args.warehouse is None else args.warehouse)  # so does an empty one
+    root = resolve_setting_path(settings.warehouse.root) if args.warehouse is None else resolve_path(args.warehouse)  # so does ''
     import_in_background()  # Great Expectations, while the Spark session starts
     spark = build_spark(settings, "nsreplay-ingest")
     warehouse = Warehouse(root, spark, settings.warehouse.backend)

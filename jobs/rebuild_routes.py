@@ -24,7 +24,18 @@ import sys
 from pathlib import Path
 
 from nsreplay.config import load_settings
-from nsreplay.runtime import ArgumentParser, UsageError, build_spark, format_ms, guarded, new_run_id, parse_time, resolve_path, run_id_arg
+from nsreplay.runtime import (
+    ArgumentParser,
+    UsageError,
+    build_spark,
+    format_ms,
+    guarded,
+    new_run_id,
+    parse_time,
+    resolve_path,
+    resolve_setting_path,
+    run_id_arg,
+)
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
@@ -63,7 +74,7 @@ def demo_capture(settings) -> str:
     """The demo capture directory, generated on first use (deterministic for the configured seed)."""
     from nsreplay.generator import apply_overrides, generate, preset
 
-    out = Path(resolve_path(settings.demo.captures))
+    out = Path(resolve_setting_path(settings.demo.captures))
     if not (out / "_manifest.json").is_file():
         config = apply_overrides(preset(settings.demo.preset), {"seed": settings.demo.seed})
         summary = generate(config, out)
@@ -77,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()
     if args.window_from is not None and args.window_to is not None:  # a mistyped --to fails before the ingest
         check_window_length(args.window_from, args.window_to, settings.replay.max_window_days)
-    warehouse_root = resolve_path(settings.warehouse.root if args.warehouse is None else args.warehouse)
+    warehouse_root = resolve_setting_path(settings.warehouse.root) if args.warehouse is None else resolve_path(args.warehouse)
     if args.stage in ("all", "ingest"):
         captures = demo_capture(settings) if args.captures is None else resolve_path(args.captures)
         list_capture_files(captures)  # a wrong path fails before Spark starts

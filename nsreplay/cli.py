@@ -96,7 +96,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     source = rebuild.add_mutually_exclusive_group(required=True)
     source.add_argument("--captures", help="an existing capture directory")
     source.add_argument("--preset", help="generate this preset first (e.g. bench-day) into --out")
-    rebuild.add_argument("--out", default="captures/bench", help="where --preset writes its capture (reused when present)")
+    rebuild.add_argument("--out", default=None, help="where --preset writes its capture (reused when present; default: captures/bench in the project)")
     rebuild.add_argument("--warehouse", help="scratch warehouse (default: a temporary directory, removed after)")
     rebuild.add_argument("--samples", type=at_least(0), default=1000, help="ticks checked against the reference model (0: skip the check)")
     rebuild.add_argument("--master", default=None)
@@ -113,7 +113,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     scale.add_argument("--preset", default="bench-day", help="generator preset both captures come from (default: bench-day)")
     scale.add_argument("--hours", type=_positive_float, default=6.0, help="hours of the smaller capture (default: 6)")
     scale.add_argument("--factor", type=_positive_float, default=4.0, help="the larger capture has factor x the hours (default: 4; goal: <= 1.1 x factor the time)")
-    scale.add_argument("--out", default="captures/bench", help="where the captures are written (reused when their generator config matches)")
+    scale.add_argument("--out", default=None, help="where the captures are written (reused when their generator config matches; default: captures/bench in the project)")
     scale.add_argument("--rounds", type=at_least(1), default=1, help="alternating rounds; each size keeps its fastest (default: 1)")
     scale.add_argument("--seed", type=int, default=None, help="generator seed (default: the preset's)")
     scale.add_argument("--master", default=None)
@@ -135,17 +135,23 @@ def _bench_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_out(out: str | None) -> str:
+    """A bench's ``--out``: the user's directory, or the project's ``captures/bench``."""
+    from nsreplay.runtime import resolve_path, resolve_setting_path
+
+    return resolve_setting_path("captures/bench") if out is None else resolve_path(out)
+
+
 def _bench_rebuild(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nsreplay.bench import bench_rebuild
-    from nsreplay.runtime import resolve_path
 
     captures = args.captures
     if args.preset:
         from nsreplay.generator import generate, preset
 
-        out = Path(resolve_path(args.out)) / args.preset
+        out = Path(_bench_out(args.out)) / args.preset
         manifest = out / "_manifest.json"
         if not manifest.is_file() or json.loads(manifest.read_text()).get("preset") != args.preset:
             print(generate(preset(args.preset), out).describe())
@@ -160,10 +166,9 @@ def _bench_scale(args: argparse.Namespace) -> int:
 
     from nsreplay.bench_scale import ScaleBenchError, bench_scale, rebuild_in_fresh_process
     from nsreplay.generator import ConfigError
-    from nsreplay.runtime import resolve_path
 
     try:
-        bench = bench_scale(args.preset, args.hours, factor=args.factor, out=Path(resolve_path(args.out)), rounds=args.rounds,
+        bench = bench_scale(args.preset, args.hours, factor=args.factor, out=Path(_bench_out(args.out)), rounds=args.rounds,
                             seed=args.seed, rebuild=partial(rebuild_in_fresh_process, master=args.master))
     except (ConfigError, ValueError, ScaleBenchError) as error:
         print(f"bench scale: {error}", file=sys.stderr)

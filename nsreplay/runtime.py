@@ -307,14 +307,33 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
+#: The directory a command was run from, which ``spark-submit.sh`` passes to its job before moving to the
+#: project root (where spark-submit runs the job). Unset, the process's own working directory.
+CALLER_DIR_VARIABLE = "NSREPLAY_CALLER_DIR"
+
+
 def resolve_path(path: str) -> str:
-    """A path relative to the project root unless absolute or a URI. :class:`UsageError` for an empty
-    or blank one (``--warehouse ""`` must not name the project root, or fall back to a default)."""
+    """A path given on a command line, as its user meant it: absolute paths and URIs as they are, a
+    relative one against the directory the command was run from (:data:`CALLER_DIR_VARIABLE`), as any
+    command reads its arguments: ``--captures .`` is the directory the user stands in, never the
+    project's. :class:`UsageError` for an empty or blank one (``--warehouse ""`` must not name that
+    directory, or fall back to a default)."""
+    return _resolved(path, os.environ.get(CALLER_DIR_VARIABLE) or os.getcwd())
+
+
+def resolve_setting_path(path: str) -> str:
+    """A path from ``conf/`` or a command's default (``[warehouse] root``, the demo capture,
+    ``captures/bench``): relative ones are the project's, against its root, wherever the command was
+    run from. :class:`UsageError` for an empty or blank one."""
+    return _resolved(path, PROJECT_ROOT)
+
+
+def _resolved(path: str, base: str | Path) -> str:
     if not path.strip():
         raise UsageError(f"an empty path: {path!r}")
     if "://" in path or os.path.isabs(path):
         return path
-    return str(PROJECT_ROOT / path)
+    return str(Path(base) / path)
 
 
 def _stdout_closed() -> bool:

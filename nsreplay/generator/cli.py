@@ -36,7 +36,7 @@ def _time_ms(text: str) -> int:
 
 
 def _out_dir(text: str) -> Path:
-    """``--out``: a path relative to the project root unless absolute (:func:`nsreplay.runtime.resolve_path`)."""
+    """``--out``: a path relative to where the command runs unless absolute (:func:`nsreplay.runtime.resolve_path`)."""
     try:
         return Path(resolve_path(text))
     except UsageError as exc:
@@ -45,7 +45,7 @@ def _out_dir(text: str) -> Path:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="named configuration (default: demo)")
-    parser.add_argument("--out", type=_out_dir, help="output directory, relative to the project root as every command's paths "
+    parser.add_argument("--out", type=_out_dir, help="output directory, relative to where the command runs as every command's paths "
                         "(created if needed; the files an earlier run wrote there are replaced, any other file is kept)")
     parser.add_argument("--seed", type=int, help="random seed (default: the preset's)")
     parser.add_argument("--workers", type=at_least(1), default=2, help="worker processes (default: 2)")

@@ -123,13 +123,12 @@ def test_register_adds_the_generate_subcommand():
     assert callable(args.func)
 
 
-def test_out_is_relative_to_the_project_root_as_every_command_path(tmp_path, monkeypatch):
-    """``--warehouse``, ``--captures`` and ``bench --out`` resolve against the project root; so does
-    ``generate --out``, whatever the working directory (the DAG reads captures/incoming there)."""
-    from nsreplay.runtime import PROJECT_ROOT
-
+def test_out_is_relative_to_where_the_command_runs_as_every_command_path(tmp_path, monkeypatch):
+    """``generate --out`` resolves as ``--warehouse``, ``--captures`` and ``bench --out`` do: against
+    the working directory (or the one ``spark-submit.sh`` was run from), not the project's."""
+    monkeypatch.delenv("NSREPLAY_CALLER_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
     parser = argparse.ArgumentParser(prog="nsreplay")
     register(parser.add_subparsers(dest="command"))
-    assert parser.parse_args(["generate", "--out", "captures/incoming"]).out == PROJECT_ROOT / "captures" / "incoming"
+    assert parser.parse_args(["generate", "--out", "captures/incoming"]).out == tmp_path / "captures" / "incoming"
     assert parser.parse_args(["generate", "--out", str(tmp_path / "abs")]).out == tmp_path / "abs"

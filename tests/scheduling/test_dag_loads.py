@@ -81,7 +81,7 @@ def test_maintenance_settings_render_into_the_commands(airflow):
     setting = {"warehouse": "/tmp/a warehouse", "nsreplay_env": "prod"}
     assert rendered(airflow, "nsreplay_maintenance", "vacuum", "2024-11-21T03:30:00+00:00", setting, "/.venv/bin/nsreplay") == (
         f"NSREPLAY_JVM_ARCHIVE=off {ROOT}/scripts/bootstrap.sh && "
-        f"NSREPLAY_ENV=prod {ROOT}/.venv/bin/nsreplay vacuum --warehouse '/tmp/a warehouse'"
+        f"cd {ROOT} && NSREPLAY_ENV=prod {ROOT}/.venv/bin/nsreplay vacuum --warehouse '/tmp/a warehouse'"
     )
 
 
@@ -95,6 +95,6 @@ def test_settings_render_into_the_commands(airflow):
     setting = {"warehouse": "/tmp/a warehouse", "captures": "s3a://bucket/captures", "spark_args": "--master yarn",
                "nsreplay_env": "prod", "delta": "spark"}
     assert rendered(airflow, "nsreplay_routes", "ingest", "2024-11-21T02:00:00+00:00", setting, "spark-submit.sh") == (
-        f"NSREPLAY_ENV=prod NSREPLAY_DELTA=spark {ROOT}/spark-submit.sh --master yarn jobs/ingest_captures.py "
+        f"cd {ROOT} && NSREPLAY_ENV=prod NSREPLAY_DELTA=spark {ROOT}/spark-submit.sh --master yarn jobs/ingest_captures.py "
         "--captures s3a://bucket/captures --warehouse '/tmp/a warehouse' --run-id ingest-20241121T010000"
     )
