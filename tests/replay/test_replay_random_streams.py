@@ -8,7 +8,8 @@ clusters, stale connections, restarts (some as the other version), admin request
 duplicates (some with their keys in another order or a member given as null), records landing
 exactly on scan ticks, files out of order, register bodies in every form, with and without
 static-topic mappings, some malformed (a topicConfigTable key that is not its topic's name, a
-compressed body without its mapping section).
+compressed body without its mapping section). The replay is one run or windows cut at random
+instants (on records, on ticks, 1 ms either side).
 Every tick and every record's instant of every stream must match the reference model, and so must
 the change log, the intervals' causes and the keyframes.
 """
@@ -143,9 +144,29 @@ def batches(draw) -> list[dict]:
     return [r for i in range(12) for r in draw(stream(i))]
 
 
+def window_cuts(records: list[dict], rng: random.Random) -> list[int]:
+    """0 to 3 instants strictly inside the streams' span where the replay is cut into windows: on a
+    record's ts, a scan tick of the streams' common start, or anywhere, each give or take 1 ms."""
+    ts = sorted({r["ts"] for r in records})
+    cuts = set()
+    for _ in range(rng.randint(0, 3)):
+        roll = rng.random()
+        if roll < 0.4:
+            t = rng.choice(ts) + rng.choice((-1, 0, 1))
+        elif roll < 0.7:
+            t = S + rng.randint(1, 60) * 5000 + rng.choice((-1, 0, 1))
+        else:
+            t = rng.randint(ts[0], ts[-1])
+        if ts[0] < t < ts[-1]:
+            cuts.add(t)
+    return sorted(cuts)
+
+
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(records=batches(), order_seed=st.integers(0, 1000))
-def test_random_streams_match_the_model_at_every_tick(spark, tmp_path_factory, records: list[dict], order_seed: int) -> None:
+@given(records=batches(), order_seed=st.integers(0, 1000), cut_seed=st.integers(0, 10**6))
+def test_random_streams_match_the_model_at_every_tick(spark, tmp_path_factory, records: list[dict], order_seed: int, cut_seed: int) -> None:
+    """One run, or windows cut at random instants, each resuming from the state the one before
+    published (README, "Windows"): either way the published history is the model's."""
     capture = tmp_path_factory.mktemp("random")
     shuffled = list(records)
     random.Random(order_seed).shuffle(shuffled)  # files are not sorted and records interleave
@@ -155,7 +176,13 @@ def test_random_streams_match_the_model_at_every_tick(spark, tmp_path_factory, r
     root = str(tmp_path_factory.mktemp("random-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
     run_ingest(spark, warehouse, load_settings(), str(capture), "random-ingest")
-    run_replay(spark, warehouse, load_settings(), "random-replay")
+    cuts = window_cuts(records, random.Random(cut_seed))
+    if cuts:
+        ends = [*cuts, max(r["ts"] for r in records)]
+        for i, (after, cut) in enumerate(zip([None, *cuts], ends)):
+            run_replay(spark, warehouse, load_settings(), f"random-window-{i}", window_from=after, window_to=cut)
+    else:
+        run_replay(spark, warehouse, load_settings(), "random-replay")
     compared, mismatches, notes = compare_every_tick(Path(capture), root)
     assert compared > 12 * 10
     assert mismatches == 0, "\n".join(notes)
