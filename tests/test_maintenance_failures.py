@@ -51,3 +51,33 @@ def test_a_failed_table_fails_the_command_with_its_reason_on_stderr(demo_publish
     assert "failed" in report[broken.name]
     for spec in others:  # done: a row of figures, not a failure
         assert "failed" not in report[spec.name] and re.match(rf"{re.escape(spec.name)}\s+\d", report[spec.name]), report
+
+
+def block_staging(root: str, spec) -> None:
+    """Put a plain file where ``spec``'s staging directory goes: every listing or making of it then
+    fails in the file system (``OSError``), as on a read-only or full disk, whoever runs the test."""
+    Path(Warehouse(root, None, "delta-rs").path(spec), "_staging").write_text("not a directory\n")
+
+
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("vacuum", ["--dry-run"]),  # lists the staging directories of killed writes
+        ("compact", []),  # writes the merged files into a staging directory
+    ],
+)
+def test_a_file_system_error_in_one_table_is_reported_and_the_others_are_done(demo_published, tmp_path, command, args) -> None:
+    root = str(tmp_path / "wh")
+    shutil.copytree(demo_published[1], root)
+    block_staging(root, KEYFRAMES)
+    run = subprocess.run([sys.executable, "-m", "nsreplay.cli", command, "--warehouse", root, *args,
+                          "--table", KEYFRAMES.name, "--table", SCAN_TICKS.name],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    reason = (rf"\S+: MaintenanceError: {command}: 1 of 2 table\(s\) failed, the others were done "
+              rf"\(see the report on stdout\): {re.escape(KEYFRAMES.name)}: StorageError: [^\n]*Not a directory[^\n]*")
+    assert re.fullmatch(reason, run.stderr.strip()), run.stderr
+    report = {line.split()[0]: line for line in run.stdout.splitlines() if line.split()[:1] in ([KEYFRAMES.name], [SCAN_TICKS.name])}
+    assert "failed" in report[KEYFRAMES.name], run.stdout
+    assert "failed" not in report[SCAN_TICKS.name] and re.match(rf"{re.escape(SCAN_TICKS.name)}\s+\d", report[SCAN_TICKS.name]), run.stdout

@@ -59,6 +59,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import time
 import urllib.parse
 import uuid
@@ -293,7 +294,10 @@ class DeltaRsBackend(Backend):
 
     def vacuum(self, request: VacuumRequest) -> list[str]:
         with self._tables.latest(request.location) as table:
-            return self._vacuum(request, table)
+            try:
+                return self._vacuum(request, table)
+            except OSError as exc:  # the file system refused (read-only, full): this table's failure
+                raise StorageError(f"cannot vacuum the table at {request.location.uri}: {_plain(exc)}") from exc
 
     @staticmethod
     def _vacuum(request: VacuumRequest, table: DeltaTable) -> list[str]:
@@ -311,12 +315,15 @@ class DeltaRsBackend(Backend):
         except CommitFailedError as exc:
             raise ConcurrentCommitError(f"the vacuum of {request.location.uri} conflicts with a concurrent commit; re-run it. ({exc})") from exc
         except DeltaError as exc:
-            raise StorageError(f"cannot vacuum the table at {request.location.uri}: {exc}") from exc
+            raise StorageError(f"cannot vacuum the table at {request.location.uri}: {_plain(exc)}") from exc
         return sorted([*(_below(path, request.location) for path in deleted), *_abandoned_staging(request)])
 
     def compact(self, request: CompactRequest) -> Compacted:
         with self._tables.latest(request.location) as table:  # the read snapshot of this transaction
-            return self._compact(request, table)
+            try:
+                return self._compact(request, table)
+            except OSError as exc:  # the file system refused (read-only, full): nothing committed
+                raise StorageError(f"cannot compact the table at {request.location.uri}: {_plain(exc)}") from exc
 
     def _compact(self, request: CompactRequest, table: DeltaTable) -> Compacted:
         spec, location = request.spec, request.location
@@ -552,6 +559,21 @@ def _checkpoint_if_due(table: DeltaTable, committed: int, location: TableLocatio
     except (DeltaError, OSError) as exc:
         log.warning("table at %s: no checkpoint written after version %d (%s); the next one is due in %d commits",
                     location.uri, committed, exc, CHECKPOINT_INTERVAL)
+
+
+_TERMINAL_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _plain(exc: BaseException) -> str:
+    """``exc``'s message on one line, without terminal escape sequences: delta-rs puts each cause of
+    an I/O error on a line of its own behind a coloured arrow (``ESC[31m↳ESC[0m``), and the cause
+    that says what went wrong (``Read-only file system``) is the last line, which a report row or a
+    one-line reason must keep.
+
+    >>> _plain(OSError("Generic LocalFileSystem error\\n \\x1b[31m↳\\x1b[0m Read-only file system (os error 30)"))
+    'Generic LocalFileSystem error ↳ Read-only file system (os error 30)'
+    """
+    return " ".join(_TERMINAL_ESCAPE.sub("", str(exc)).split())
 
 
 def _quote(name: str) -> str:
