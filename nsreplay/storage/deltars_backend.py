@@ -273,7 +273,8 @@ class DeltaRsBackend(Backend):
                 return None
             committed = True
         finally:
-            _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
+            kept = committed or (bool(moved) and self._landed(table, location, request.write_id, read_version))
+            _cleanup(filesystem, root, staging, [] if kept else moved, location.is_local)
         return self._committed_version(table, location, request.write_id, read_version)
 
     def restore(self, request: RestoreRequest) -> int | None:
@@ -379,7 +380,8 @@ class DeltaRsBackend(Backend):
                 return Compacted(None, (), 0, 0)
             committed = True
         finally:
-            _cleanup(filesystem, root, staging, [] if committed else moved, location.is_local)
+            kept = committed or (bool(moved) and self._landed(table, location, request.write_id, read_version))
+            _cleanup(filesystem, root, staging, [] if kept else moved, location.is_local)
         return Compacted(
             self._committed_version(table, location, request.write_id, read_version),
             tuple(a.path for a in adds),
@@ -486,12 +488,26 @@ class DeltaRsBackend(Backend):
         table = self._tables.refresh(table, location)
         for limit in (8, 64, None):
             for entry in table.history(limit):
-                metadata = entry.get("userMetadata") or ""
-                if write_id in metadata and json.loads(metadata).get("write_id") == write_id:
+                if _carries(entry, write_id):
                     version = int(entry["version"])
                     _checkpoint_if_due(table, version, location)
                     return version
         raise StorageError(f"committed write {write_id} not found in the history of {location.uri} (after {read_version})")
+
+    def _landed(self, table: DeltaTable, location: TableLocation, write_id: str, read_version: int) -> bool:
+        """Whether the commit ``write_id`` (read at ``read_version``) is in the log at ``location``:
+        asked when a write or a compaction that moved its files into the table ends in an exception.
+        delta-rs may have committed before it (a Ctrl-C that arrives during the commit is raised
+        once the call has returned), and then those files are the table's: deleted, they would leave
+        its latest version naming files that are gone, which no reader can open. ``True`` when the
+        log cannot be read: a file kept in error is an orphan the vacuum deletes, a committed file
+        deleted is lost."""
+        try:
+            latest = self._tables.refresh(table, location)
+            newer = latest.version() - read_version
+            return newer > 0 and any(_carries(entry, write_id) for entry in latest.history(newer))
+        except Exception:  # noqa: BLE001 - when in doubt, keep the files
+            return True
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -748,6 +764,12 @@ def _abandoned_staging(request: VacuumRequest) -> list[str]:
         if not request.dry_run:
             filesystem.delete_dir(f"{root}/{STAGING_DIR}/{write}")
     return found
+
+
+def _carries(entry: dict[str, Any], write_id: str) -> bool:
+    """Whether the history ``entry`` (a commit's info) is the commit of this process's ``write_id``."""
+    metadata = entry.get("userMetadata") or ""
+    return write_id in metadata and json.loads(metadata).get("write_id") == write_id
 
 
 def _cleanup(filesystem: pafs.FileSystem, root: str, staging: str, orphans: list[str], is_local: bool) -> None:

@@ -1187,3 +1187,45 @@ def test_a_removal_racing_a_compaction_of_its_files_commits_nothing(wh: Warehous
         wh.remove_files(COMPACTED, group[:2], mode=THINNING_MODE, commit=commit("t1", job="thin-states"))
     assert wh.version(COMPACTED) == 4
     assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
+
+
+def ctrl_c_as_the_commit_returns(monkeypatch) -> None:
+    """Make delta-rs's next commit land and then raise KeyboardInterrupt, as a Ctrl-C that arrives
+    while the commit runs in Rust does: Python raises it once the call has returned."""
+    commit_now = DeltaTable.create_write_transaction
+
+    def commit_then_ctrl_c(self, *args, **kwargs):
+        monkeypatch.setattr(DeltaTable, "create_write_transaction", commit_now)
+        commit_now(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", commit_then_ctrl_c)
+
+
+def test_a_ctrl_c_as_an_append_commits_leaves_the_committed_files_in_place(wh: Warehouse, spark, monkeypatch) -> None:
+    """The commit stands, so its files are the table's: deleted as an uncommitted write's would be,
+    the table's latest version names files that are gone and no reader can open it (a publish row
+    interrupted so made gold.publish_log unreadable for good)."""
+    wh.ensure(EVENTS)
+    df = events(spark, ROWS[:3])
+    ctrl_c_as_the_commit_returns(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        wh.append(EVENTS, df, commit("r1"))
+    assert wh.version(EVENTS) == 1
+    assert stored_files(wh.path(EVENTS)) == relative_files(wh, 1)  # no staging left, every committed file there
+    assert_same(wh.read(EVENTS), df)
+    assert wh.append(EVENTS, df, commit("r1")) is None  # the re-run finds it done
+
+
+def test_a_ctrl_c_as_a_compaction_commits_leaves_the_merged_files_in_place(wh: Warehouse, spark, monkeypatch) -> None:
+    for batch in (1, 2, 3):
+        wh.append(COMPACTED, compacted_rows(spark, batch), commit(f"w{batch}"))
+    expected = wh.read(COMPACTED, version=3)
+    group = [f for f in wh.files(COMPACTED) if f.partition_values["namesrv"] == "10.0.0.1:9876"]
+    ctrl_c_as_the_commit_returns(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        wh.compact(COMPACTED, [group], sort_by="ts", commit=commit("c1", job="compact"))
+    assert wh.version(COMPACTED) == 4
+    assert all(os.path.exists(p) for p in wh.file_uris(COMPACTED, 4))
+    assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
+    assert not os.path.exists(os.path.join(wh.path(COMPACTED), "_staging"))
