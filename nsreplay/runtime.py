@@ -99,7 +99,8 @@ def _note_interrupts() -> None:
     its end as if no Ctrl-C had come. This handler replaces it: the jobs are cancelled from a thread
     of their own, and KeyboardInterrupt is raised in the main thread (py4j closes the connection a
     call was waiting on when KeyboardInterrupt cuts it short, and logs that with its traceback: that
-    log is left out once a Ctrl-C was seen, as the command says "interrupted"). Another handler
+    log is left out once a Ctrl-C was seen, as the command says "interrupted", with its report of
+    closing that connection and PySpark's warning that the JVM did not stop cleanly). Another handler
     found in place (not PySpark's) is still called."""
     if threading.current_thread() is not threading.main_thread():
         return
@@ -107,7 +108,8 @@ def _note_interrupts() -> None:
     if getattr(previous, "_nsreplay_notes", False):
         return
     pyspark_handler = getattr(previous, "__qualname__", "").startswith("SparkContext.")
-    logging.getLogger().addFilter(_quiet_after_interrupt)  # py4j logs on the root logger
+    for name in _INTERRUPT_NOISE_LOGGERS:  # a logger's filter sees only the records logged on it
+        logging.getLogger(name).addFilter(_quiet_after_interrupt)
 
     def handler(signum: int, frame: Any) -> None:
         _INTERRUPTED.set()
@@ -121,9 +123,22 @@ def _note_interrupts() -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+#: Where the reports of what a Ctrl-C cut short are logged: py4j on the root logger (the call) and
+#: on its own (the connection it closes), PySpark's warnings through ``py.warnings``.
+_INTERRUPT_NOISE_LOGGERS = ("", "py4j.java_gateway", "py4j.clientserver", "py.warnings")
+#: What those reports say: the call cut short, the closing of its connection (with a traceback), and
+#: that the JVM, sent the same SIGINT by the terminal, did not stop cleanly.
+_INTERRUPT_NOISE = ("while sending command.", "while shutting down connection", "Unable to cleanly shutdown Spark JVM process")
+
+
 def _quiet_after_interrupt(record: logging.LogRecord) -> bool:
-    """Leave out py4j's report of the JVM call that a Ctrl-C cut short."""
-    return not (_INTERRUPTED.is_set() and record.getMessage().endswith("while sending command."))
+    """Once a Ctrl-C was seen, leave out py4j's and PySpark's reports of the JVM call, connection
+    and JVM it cut short (:data:`_INTERRUPT_NOISE`): the command says "interrupted". Every other
+    record passes."""
+    if not _INTERRUPTED.is_set():
+        return True
+    message = record.getMessage()
+    return not any(noise in message for noise in _INTERRUPT_NOISE)
 
 
 def _stop_spark_work() -> None:

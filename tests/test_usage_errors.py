@@ -142,6 +142,41 @@ def test_a_failure_after_ctrl_c_is_reported_as_interrupted(monkeypatch, capsys) 
     assert capsys.readouterr().err.splitlines()[-1].endswith(": interrupted")
 
 
+def test_py4j_and_pyspark_reports_of_what_a_ctrl_c_cut_short_are_left_out(monkeypatch) -> None:
+    """After a Ctrl-C py4j may also log, with its traceback, the closing of the connection the cut
+    call used (on its logger ``py4j.clientserver``, which a filter on the root logger does not see),
+    and PySpark warns that the JVM, sent the same SIGINT, did not stop cleanly (``py.warnings``):
+    under spark-submit both landed on stdout before "interrupted". Other records still pass."""
+    import logging
+    import signal
+    import threading
+
+    from nsreplay import runtime
+
+    monkeypatch.setattr(runtime, "_INTERRUPTED", threading.Event())
+    previous = signal.getsignal(signal.SIGINT)
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append  # type: ignore[method-assign]
+    logging.getLogger().addHandler(catch)
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        runtime._note_interrupts()
+        runtime._INTERRUPTED.set()  # a Ctrl-C was seen
+        try:
+            raise BrokenPipeError(32, "Broken pipe")
+        except BrokenPipeError:
+            logging.getLogger("py4j.clientserver").exception("Exception occurred while shutting down connection")
+        logging.getLogger("py.warnings").warning(
+            "context.py:687: RuntimeWarning: Unable to cleanly shutdown Spark JVM process. It is possible that the process has crashed")
+        logging.exception("KeyboardInterrupt while sending command.")
+        logging.getLogger("py4j.clientserver").error("another failure")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        logging.getLogger().removeHandler(catch)
+    assert [r.getMessage() for r in seen] == ["another failure"]
+
+
 INTERRUPTED_JOB = """
 import sys
 from nsreplay.config import load_settings
