@@ -46,12 +46,13 @@ fi
 # either spelling. The job's own arguments (after its .py file) are left as they are.
 args=()
 job_seen=""
+job_name="spark-submit.sh"
 for arg in "$@"; do
   if [ -z "$job_seen" ] && [[ "$arg" =~ ^(--[a-z][a-z-]*)=(.*)$ ]]; then
     args+=("${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")
   else
     args+=("$arg")
-    [[ "$arg" == *.py ]] && job_seen=1
+    if [ -z "$job_seen" ] && [[ "$arg" == *.py ]]; then job_seen=1; job_name="$(basename "$arg")"; fi
   fi
 done
 set -- ${args[@]+"${args[@]}"}
@@ -100,5 +101,11 @@ trap 'rm -f "$props" "$reason"' EXIT
 export NSREPLAY_REASON_FILE="$reason"
 status=0
 "$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@" || status=$?
-if [ "$status" -ne 0 ] && [ -s "$reason" ]; then cat "$reason" >&2; fi
+if [ "$status" -eq 130 ]; then
+  # Ctrl-C (SIGINT): said as such also when it came while the JVM or the Spark session was starting,
+  # where the JVM may end before the job writes its reason, or the job take the JVM's end for its failure
+  echo "$job_name: interrupted" >&2
+elif [ "$status" -ne 0 ] && [ -s "$reason" ]; then
+  cat "$reason" >&2
+fi
 exit "$status"

@@ -426,6 +426,7 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
     def wrapper(argv: list[str] | None = None) -> int:
         prog = os.path.basename(sys.argv[0]) or "nsreplay"
         _INTERRUPTED.clear()  # a Ctrl-C seen by an earlier command of this process is not this one's
+        early = _note_early_interrupts()
         try:
             return main(argv)
         except KeyboardInterrupt:
@@ -452,5 +453,26 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
                 return 1
             report(f"{prog}: {type(exc).__name__}: {_one_line(exc)}")
             return 1
+        finally:
+            if early is not None and signal.getsignal(signal.SIGINT) is early:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
 
     return wrapper
+
+
+def _note_early_interrupts() -> Callable[[int, Any], None] | None:
+    """Note a Ctrl-C (SIGINT) that comes before a Spark session is up, as :func:`_note_interrupts`
+    does once it is: the handler raises KeyboardInterrupt, as Python's own does, and sets
+    ``_INTERRUPTED``. py4j turns a KeyboardInterrupt that cuts a call to the JVM short (the session
+    being built, its JVM starting) into a ``Py4JError``, which :func:`guarded` then reports as
+    "interrupted". The handler installed, or ``None``: only from the main thread, and only over
+    Python's own handler (an ignored SIGINT, a background job's, stays ignored)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    return handler

@@ -18,3 +18,21 @@ def test_a_failing_job_run_through_spark_submit_says_why_on_stderr(tmp_path) -> 
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("rebuild_routes.py: ") and "nothing-here" in last, result.stderr[-2000:]
     assert not (tmp_path / "wh").exists(), "a wrong capture path must fail before the warehouse is touched"
+
+
+def test_a_job_ended_by_ctrl_c_says_interrupted_whatever_reason_it_wrote(tmp_path) -> None:
+    """Status 130 is a Ctrl-C's. One that comes while the JVM or the Spark session starts (the first
+    seconds of every job) may end the JVM before the job writes its reason, or the job may write the
+    lost JVM as its failure ("Py4JError: An error occurred while calling None.org.apache.spark.sql
+    .classic.SparkSession"): stderr's last line was that, or a JVM warning, not "interrupted"."""
+    job = tmp_path / "stopped_job.py"
+    job.write_text(
+        "import os, sys\n"
+        "with open(os.environ['NSREPLAY_REASON_FILE'], 'w') as out:\n"
+        "    out.write('stopped_job.py: Py4JError: An error occurred while calling None.org.apache.spark.sql.classic.SparkSession\\n')\n"
+        "sys.exit(130)\n"
+    )
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), str(job)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 130, result.stderr[-2000:]
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert last == "stopped_job.py: interrupted", result.stderr[-2000:]

@@ -142,6 +142,36 @@ def test_a_failure_after_ctrl_c_is_reported_as_interrupted(monkeypatch, capsys) 
     assert capsys.readouterr().err.splitlines()[-1].endswith(": interrupted")
 
 
+def test_a_ctrl_c_while_the_spark_session_starts_is_reported_as_interrupted(monkeypatch, capsys) -> None:
+    """Before the session is up (its JVM starting, a few seconds of every job) no handler of ours
+    noted a Ctrl-C: py4j turned the KeyboardInterrupt that cut its call short into a Py4JError, and
+    the command reported that ("Py4JError: An error occurred while calling None.org.apache.spark.sql
+    .classic.SparkSession") instead of "interrupted", with status 1."""
+    import signal
+    import threading
+
+    from nsreplay import runtime
+
+    monkeypatch.setattr(runtime, "_INTERRUPTED", threading.Event())
+    previous = signal.getsignal(signal.SIGINT)
+
+    @runtime.guarded
+    def main(argv):
+        try:  # what py4j does with a KeyboardInterrupt during a call to the JVM
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise RuntimeError("An error occurred while calling None.org.apache.spark.sql.classic.SparkSession") from None
+        return 0
+
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as in a fresh command
+        assert main([]) == 130
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back afterwards
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().err.splitlines()[-1].endswith(": interrupted")
+
+
 def test_py4j_and_pyspark_reports_of_what_a_ctrl_c_cut_short_are_left_out(monkeypatch) -> None:
     """After a Ctrl-C py4j may also log, with its traceback, the closing of the connection the cut
     call used (on its logger ``py4j.clientserver``, which a filter on the root logger does not see),
