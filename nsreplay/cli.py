@@ -243,7 +243,7 @@ def _run_stale(args: argparse.Namespace) -> int:
         print("no stale windows")
         return 0
     for s in stale:
-        print(f"{s.namesrv:<22} ({format_ms(s.window_from)}, {format_ms(s.window_to)}]  late records from {format_ms(s.late_from_ts)} (ingest {s.detected_by})")
+        print(f"{s.namesrv:<22} ({format_ms(s.window_from)}, {format_ms(s.window_to)}]  late records from {format_ms(s.late_from_ts)} (found by run {s.detected_by})")
     print(f"re-run them: nsreplay backfill --warehouse {args.warehouse} --from {min(s.window_from for s in stale)}")
     return 0
 

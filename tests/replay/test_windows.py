@@ -419,7 +419,7 @@ def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, wit
         assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
 
 
-def test_records_ingested_between_a_replay_and_its_publish_leave_the_window_stale(spark, without_late, cuts, tmp_path) -> None:
+def test_records_ingested_between_a_replay_and_its_publish_leave_the_window_stale(spark, without_late, cuts, tmp_path, monkeypatch, capsys) -> None:
     """The quality stage runs between a window's replay and its publish; an ingest in that gap adds
     records the run did not read. Before, the ingest saw the window unpublished (nothing to mark) and
     the publish then hid the loss: a re-run's publish even closed the ingest's own marks. Now the
@@ -442,6 +442,11 @@ def test_records_ingested_between_a_replay_and_its_publish_leave_the_window_stal
         for w_from, w_to, rid in [(cuts["restart"], cuts["inside_expiry"], "early-1"), (cuts["inside_expiry"], cuts["end"], "rerun")]
     }
     assert late_data_note(published["stale"], warehouse.root).endswith(f"nsreplay backfill --warehouse {warehouse.root} --from {cuts['restart']}")
+    # the listing names the run that found each mark, the ingest's or the publish's, without calling it an ingest
+    listed = stale_command(warehouse.root, monkeypatch, capsys)
+    found_by = {s.detected_by for s in open_stale(warehouse)}
+    assert found_by == {"late-ingest", "rerun"}
+    assert sorted(line.rsplit("(", 1)[1] for line in listed[:-1]) == sorted(f"found by run {s.detected_by})" for s in open_stale(warehouse))
     # published again (a retry of the stage), nothing new is marked
     versions = warehouse.version(STALE_WINDOWS)
     publish_window(spark, warehouse, "rerun")
