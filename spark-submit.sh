@@ -15,6 +15,20 @@ export NSREPLAY_ROOT
 # shellcheck source=scripts/bootstrap.sh
 source "$NSREPLAY_ROOT/scripts/bootstrap.sh"
 
+# A Ctrl-C ends this script, once the command it came in has ended, with "<job>: interrupted" and
+# status 130 (as the bootstrap's does). The helpers below ignore it and run to their end (a second or
+# less each): cut short, they printed Python's KeyboardInterrupt traceback.
+job_name="spark-submit.sh"
+trap 'echo "$job_name: interrupted" >&2; exit 130' INT
+# The lines a helper prints, appended to extra: read once it has ended (a Ctrl-C while the lines were
+# read from a pipe ended the script under the helper, which then found its files gone). Its status
+# is not looked at, as before: a helper that cannot tell adds nothing.
+add_helper_args() {
+  local out
+  out="$(nsreplay_uninterrupted "$@")" || true
+  if [ -n "$out" ]; then while IFS= read -r arg; do extra+=("$arg"); done <<< "$out"; fi
+}
+
 ENV_NAME="${NSREPLAY_ENV:-local}"
 DELTA_VERSION="${DELTA_VERSION:-4.0.0}"
 props="$(mktemp)"
@@ -46,7 +60,6 @@ fi
 # either spelling. The job's own arguments (after its .py file) are left as they are.
 args=()
 job_seen=""
-job_name="spark-submit.sh"
 for arg in "$@"; do
   if [ -z "$job_seen" ] && [[ "$arg" =~ ^(--[a-z][a-z-]*)=(.*)$ ]]; then
     args+=("${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")
@@ -66,7 +79,7 @@ case "$master" in
   local|local\[*) ;;
   *)  # a cluster, or local-cluster[...] (separate executor JVMs): ship the code
     mkdir -p "$NSREPLAY_ROOT/dist"
-    (cd "$NSREPLAY_ROOT" && rm -f dist/nsreplay-code.zip && "$VENV/bin/python" -m zipfile -c dist/nsreplay-code.zip nsreplay pipelines schemas >/dev/null)
+    (cd "$NSREPLAY_ROOT" && rm -f dist/nsreplay-code.zip && nsreplay_uninterrupted "$VENV/bin/python" -m zipfile -c dist/nsreplay-code.zip nsreplay pipelines schemas >/dev/null)
     extra+=(--py-files "$NSREPLAY_ROOT/dist/nsreplay-code.zip")
     ;;
 esac
@@ -75,13 +88,13 @@ esac
 # file system or a class path, or when no javac can build it).
 case "$master" in
   local|local\[*|local-cluster\[*)
-    while IFS= read -r arg; do extra+=("$arg"); done < <("$VENV/bin/python" -m nsreplay.local_fs "$master" "$props" ${args[@]+"${args[@]}"})
+    add_helper_args "$VENV/bin/python" -m nsreplay.local_fs "$master" "$props" ${args[@]+"${args[@]}"}
     # The driver's class archive (nsreplay/jvm_archive.py), for the class path just chosen.
     driver_cp=""
     for ((i = 0; i < ${#extra[@]}; i++)); do
       [ "${extra[$i]}" = "--driver-class-path" ] && driver_cp="${extra[$((i + 1))]}"
     done
-    while IFS= read -r arg; do extra+=("$arg"); done < <("$VENV/bin/python" -m nsreplay.jvm_archive args "$master" "$props" "$driver_cp")
+    add_helper_args "$VENV/bin/python" -m nsreplay.jvm_archive args "$master" "$props" "$driver_cp"
     ;;
 esac
 
@@ -89,7 +102,7 @@ export NSREPLAY_UNDER_SPARK_SUBMIT=1
 # The JVMs log warnings and errors to stderr, not into the job's stdout (nsreplay/jvm_logging.py);
 # a configuration the user named in the environment is kept.
 export LOG4J_CONFIGURATION_FILE="${LOG4J_CONFIGURATION_FILE:-$NSREPLAY_ROOT/conf/base/log4j2.properties}"
-export SPARK_HOME="${SPARK_HOME:-$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+export SPARK_HOME="${SPARK_HOME:-$(nsreplay_uninterrupted "$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 # The job runs from the project root; the paths its user typed are relative to where they typed them.
 export NSREPLAY_CALLER_DIR="$PWD"
 cd "$NSREPLAY_ROOT"

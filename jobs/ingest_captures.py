@@ -7,6 +7,10 @@ A thin shell: arguments → settings → Spark → ``pipelines.ingest.run.run_in
 
 from __future__ import annotations
 
+from nsreplay.exit_reason import stop_quietly_while_loading
+
+stop_quietly_while_loading(__name__)  # a Ctrl-C among the imports below (a second or more) ends the job as "interrupted"
+
 import argparse
 import sys
 

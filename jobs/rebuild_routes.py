@@ -18,6 +18,10 @@ Expectations on what that run wrote), ``publish``. A thin shell: every step live
 
 from __future__ import annotations
 
+from nsreplay.exit_reason import stop_quietly_while_loading
+
+stop_quietly_while_loading(__name__)  # a Ctrl-C among the imports below (a second or more) ends the job as "interrupted"
+
 import argparse
 import shlex
 import sys

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
 from nsreplay.config import PROJECT_ROOT, Settings
+from nsreplay.exit_reason import INTERRUPTED_STATUS, is_loading_handler, report
 
 
 class UsageError(ValueError):
@@ -108,8 +109,7 @@ def _note_interrupts() -> None:
     if getattr(previous, "_nsreplay_notes", False):
         return
     pyspark_handler = getattr(previous, "__qualname__", "").startswith("SparkContext.")
-    for name in _INTERRUPT_NOISE_LOGGERS:  # a logger's filter sees only the records logged on it
-        logging.getLogger(name).addFilter(_quiet_after_interrupt)
+    _quiet_interrupt_noise()
 
     def handler(signum: int, frame: Any) -> None:
         _INTERRUPTED.set()
@@ -129,6 +129,13 @@ _INTERRUPT_NOISE_LOGGERS = ("", "py4j.java_gateway", "py4j.clientserver", "py.wa
 #: What those reports say: the call cut short, the closing of its connection (with a traceback), and
 #: that the JVM, sent the same SIGINT by the terminal, did not stop cleanly.
 _INTERRUPT_NOISE = ("while sending command.", "while shutting down connection", "Unable to cleanly shutdown Spark JVM process")
+
+
+def _quiet_interrupt_noise() -> None:
+    """Filter :data:`_INTERRUPT_NOISE` out of :data:`_INTERRUPT_NOISE_LOGGERS` (a logger's filter sees
+    only the records logged on it; adding the same filter again changes nothing)."""
+    for name in _INTERRUPT_NOISE_LOGGERS:
+        logging.getLogger(name).addFilter(_quiet_after_interrupt)
 
 
 def _quiet_after_interrupt(record: logging.LogRecord) -> bool:
@@ -410,18 +417,6 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
     (:func:`_lost_jvm`), status 1. Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
     """
 
-    def report(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-        # Under spark-submit this process's stderr is merged into stdout (Spark's PythonRunner):
-        # spark-submit.sh copies this file to its own stderr.
-        reason_file = os.environ.get("NSREPLAY_REASON_FILE")
-        if reason_file:
-            try:
-                with open(reason_file, "w", encoding="utf-8") as out:
-                    out.write(line + "\n")
-            except OSError:
-                pass
-
     @functools.wraps(main)
     def wrapper(argv: list[str] | None = None) -> int:
         prog = os.path.basename(sys.argv[0]) or "nsreplay"
@@ -431,7 +426,7 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
             return main(argv)
         except KeyboardInterrupt:
             report(f"{prog}: interrupted")
-            return 130
+            return INTERRUPTED_STATUS
         except BrokenPipeError:
             if _stdout_closed():  # the reader went away (`| head`): stop quietly, as a tool killed by SIGPIPE
                 return 128 + signal.SIGPIPE
@@ -443,7 +438,7 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
         except Exception as exc:  # noqa: BLE001 - the one place every failure is reported
             if _INTERRUPTED.is_set():  # Ctrl-C surfaced as the failure of the JVM call it cut short
                 report(f"{prog}: interrupted")
-                return 130
+                return INTERRUPTED_STATUS
             if os.environ.get("NSREPLAY_DEBUG"):
                 traceback.print_exc()
             lost = _lost_jvm(exc)
@@ -466,13 +461,17 @@ def _note_early_interrupts() -> Callable[[int, Any], None] | None:
     ``_INTERRUPTED``. py4j turns a KeyboardInterrupt that cuts a call to the JVM short (the session
     being built, its JVM starting) into a ``Py4JError``, which :func:`guarded` then reports as
     "interrupted". The handler installed, or ``None``: only from the main thread, and only over
-    Python's own handler (an ignored SIGINT, a background job's, stays ignored)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    Python's own handler or the one a job installs while it loads
+    (:func:`nsreplay.exit_reason.stop_quietly_while_loading`); an ignored SIGINT, a background
+    job's, stays ignored."""
+    current = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not (current is signal.default_int_handler or is_loading_handler(current)):
         return None
 
     def handler(signum: int, frame: Any) -> None:
         _INTERRUPTED.set()
         raise KeyboardInterrupt
 
+    _quiet_interrupt_noise()  # py4j logs the session's call that the KeyboardInterrupt cuts short
     signal.signal(signal.SIGINT, handler)
     return handler

@@ -9,6 +9,13 @@
 # it empty and get the runtime dependencies only. A .venv that has the test extras serves the jobs
 # as it is.
 set -euo pipefail
+# A Ctrl-C here (Java's check, pip, the class archive) ends the caller, once the command it cut short
+# has ended, with the line "<script>: interrupted" and status 130: a check cut short is not reported
+# as its failure ("Python ... is too old"). The caller may set a trap of its own afterwards.
+trap 'echo "$(basename "$0"): interrupted" >&2; exit 130' INT
+# A short command run with SIGINT ignored (inherited through exec), so that a Ctrl-C does not cut it
+# short with Python's KeyboardInterrupt traceback: it ends, then the trap above (or the caller's) runs.
+nsreplay_uninterrupted() { (trap '' INT; exec "$@"); }
 
 NSREPLAY_ROOT="${NSREPLAY_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 VENV="$NSREPLAY_ROOT/.venv"
@@ -31,7 +38,7 @@ nsreplay_check_java() {
 nsreplay_bootstrap_venv() {
   local python="${NSREPLAY_PYTHON:-python3}"
   command -v "$python" >/dev/null 2>&1 || nsreplay_die "no $python found: install Python 3.10 or newer"
-  "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+  nsreplay_uninterrupted "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
     || nsreplay_die "$("$python" --version 2>&1) is too old: nsreplay needs Python 3.10 or newer"
   local extras="${NSREPLAY_EXTRAS:-}" want have="" installed="" covered=no
   want="$(cat "$NSREPLAY_ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
@@ -57,7 +64,7 @@ nsreplay_bootstrap_venv() {
 # a minute), mapped by every later local driver. NSREPLAY_JVM_ARCHIVE=off skips it.
 nsreplay_jvm_archive() {
   [ "${NSREPLAY_JVM_ARCHIVE:-}" = "off" ] && return 0
-  "$VENV/bin/python" -m nsreplay.jvm_archive build >/dev/null || true
+  "$VENV/bin/python" -m nsreplay.exit_reason nsreplay.jvm_archive build >/dev/null || true
 }
 
 nsreplay_check_java

@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from interrupts import ctrl_c_at_import, default_sigint
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,3 +40,32 @@ def test_a_job_ended_by_ctrl_c_says_interrupted_whatever_reason_it_wrote(tmp_pat
     assert result.returncode == 130, result.stderr[-2000:]
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last == "stopped_job.py: interrupted", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "module, token, said",
+    [
+        # the bootstrap's check of the driver's class archive (a minute the first time)
+        ("nsreplay.jvm_archive", "build", "spark-submit.sh: interrupted"),
+        # spark-submit.sh's helpers that build spark-submit's options, before spark-submit starts
+        ("nsreplay.local_fs", "nsreplay.local_fs", "rebuild_routes.py: interrupted"),
+        ("nsreplay.jvm_archive", "args", "rebuild_routes.py: interrupted"),
+        # the job's own imports, under spark-submit (its JVM sent the same SIGINT)
+        ("pyspark", "rebuild_routes.py", "rebuild_routes.py: interrupted"),
+    ],
+)
+def test_a_ctrl_c_before_the_job_runs_ends_it_as_interrupted(tmp_path, module, token, said) -> None:
+    """A Ctrl-C in the first seconds of ``./spark-submit.sh`` (the bootstrap, the helpers that build
+    spark-submit's options, the job's imports) cut a Python helper short: its KeyboardInterrupt
+    traceback, the script killed by the signal with no reason, or spark-submit's "Invalid properties
+    file" once the script had removed the file under a helper. Now it ends with one line, status 130,
+    and spark-submit is not started after a helper was interrupted."""
+    env = ctrl_c_at_import(tmp_path, module, token)
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), "jobs/rebuild_routes.py", "--warehouse", str(tmp_path / "wh")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, start_new_session=True, preexec_fn=default_sigint)
+    assert (tmp_path / "ctrl-c-sent").exists(), "the Ctrl-C was not sent"
+    # the JVM's own warnings may come first (it starts only for the job's case); nothing else may
+    said_lines = [line for line in result.stderr.splitlines() if line.strip() and " WARN " not in line and "incubator modules" not in line]
+    assert (result.returncode, said_lines) == (130, [said]), result.stderr[-3000:]
+    assert "Traceback" not in result.stdout, result.stdout[-3000:]
+    assert not (tmp_path / "wh").exists()
