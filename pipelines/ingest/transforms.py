@@ -313,12 +313,28 @@ def quarantine_damaged_members(parsed: DataFrame, damaged: DataFrame, bodies: Da
     return kept.unionByName(reworked)
 
 
+#: Milliseconds in a UTC day (epoch time has no leap seconds).
+DAY_MS = 86_400_000
+
+
+def utc_day(ms: str) -> Column:
+    """The UTC calendar day (``YYYY-MM-DD``) of the epoch milliseconds in column ``ms``, the same in
+    every Spark session and on every machine: the day number is exact integer arithmetic (floored,
+    so a negative ``ms`` is in the day before the epoch), and a DATE's text has no time zone.
+    (``date_format(timestamp_millis(ms))`` formats in ``spark.sql.session.timeZone``: in a session
+    set to -03:30, 2024-11-21T00:00:00Z fell on 2024-11-20.) For ``ms`` in the years 1-9999 (the
+    ``ts_plausible`` rule keeps far fewer); null for a null ``ms``."""
+    col = f"`{ms}`"
+    return F.expr(f"CAST(date_from_unix_date(CAST(({col} - pmod({col}, {DAY_MS})) div {DAY_MS} AS INT)) AS STRING)")
+
+
 def accepted_events(parsed: DataFrame) -> DataFrame:
-    """The accepted records in ``silver.events`` shape (with ``event_date``), duplicates included."""
+    """The accepted records in ``silver.events`` shape (with ``event_date``, the UTC day of ``ts``:
+    :func:`utc_day`), duplicates included."""
     return (
         parsed.where(F.col("status") == "accepted")
         .select(*[F.col(f.name) for f in EVENT.fields])
-        .withColumn("event_date", F.date_format(F.timestamp_millis("ts"), "yyyy-MM-dd"))
+        .withColumn("event_date", utc_day("ts"))
     )
 
 
