@@ -21,7 +21,9 @@ plus convenience views:
 
 The state at instant ``t`` (epoch ms) is every interval row with
 ``valid_from <= t AND (valid_to IS NULL OR t < valid_to)``; the SQL function ``alive(valid_from,
-valid_to, t)`` says exactly that, and ``ms('2024-11-21T03:12:05Z')`` turns ISO-8601 into epoch ms::
+valid_to, t)`` says exactly that, and ``ms('2024-11-21T03:12:05Z')`` turns ISO-8601 into epoch ms
+(as every nsreplay command reads a time: without an offset it is UTC, whatever the session's
+``spark.sql.session.timeZone``)::
 
     SELECT namesrv, broker_name, perm, read_queue_nums, write_queue_nums
     FROM topic_queue
@@ -33,7 +35,8 @@ For one instant over a long history, the table functions ``topic_queue_at(t)``, 
 predicate reaches the scan (row groups whose statistics exclude it are skipped), and
 ``topic_routes_at`` joins the two sides at that instant only, where ``topic_routes`` joins every
 pair of overlapping intervals first. ``LATERAL`` takes one instant per row. Spark 4.0 refuses a SQL
-function (``ms``) in a table function's argument; a built-in expression is fine::
+function (``ms``) in a table function's argument; a built-in expression is fine (keep the ``Z``: a
+``TIMESTAMP`` literal without an offset is in the session's time zone)::
 
     SELECT * FROM topic_routes_at(unix_millis(TIMESTAMP '2024-11-21T00:30:00Z')) WHERE topic = 'order-paid-0008'
     SELECT i.t, r.* FROM instants i, LATERAL broker_live_at(i.t) r
@@ -110,7 +113,7 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
         registered["capture_lines"] = "view over bronze.captures_raw and bronze.capture_bodies"
     spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION alive(valid_from BIGINT, valid_to BIGINT, t BIGINT) RETURNS BOOLEAN "
               "RETURN valid_from <= t AND (valid_to IS NULL OR t < valid_to)")
-    spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION ms(iso STRING) RETURNS BIGINT RETURN unix_millis(to_timestamp(iso))")
+    spark.sql(MS_FUNCTION)
     spark.sql(
         """CREATE OR REPLACE TEMPORARY VIEW topic_routes AS
            SELECT q.namesrv, q.topic, q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums,
@@ -142,6 +145,32 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
     )
     registered["topic_routes_at(t)"] = "topic_routes at instant t, each side read at t before the join"
     return registered
+
+
+#: A time that ``ms()`` is given without an offset or zone: a date (``YYYY``, ``YYYY-MM``,
+#: ``YYYY-MM-DD``), then optionally ``T`` or a space and a time of day, with surrounding white space
+#: trimmed; Spark reads every such text without a zone. Anything else goes to ``to_timestamp`` as it is.
+_NAIVE_TIME = "^[+-]?[0-9]{4,}(-[0-9]{1,2}(-[0-9]{1,2}([T ][0-9]{1,2}(:[0-9]{1,2}(:[0-9]{1,2}([.][0-9]*)?)?)?)?)?)?$"
+
+
+def _utc_ms(ntz: str) -> str:
+    """SQL: the epoch milliseconds of the TIMESTAMP_NTZ expression ``ntz`` read as UTC, floored to the
+    millisecond, by arithmetic on its calendar fields, none of which reads the session's time zone
+    (a cast to TIMESTAMP, ``unix_millis`` of it or ``timestampdiff`` does: they move a time in a DST
+    gap of the session's zone)."""
+    return (f"CAST(unix_date(CAST({ntz} AS DATE)) AS BIGINT) * 86400000 + hour({ntz}) * 3600000 + minute({ntz}) * 60000"
+            f" + CAST(floor(date_part('SECOND', {ntz}) * 1000) AS BIGINT)")
+
+
+#: ``ms(iso)``: ISO-8601 text as epoch milliseconds (floored), as :func:`nsreplay.runtime.parse_time`
+#: reads it for every command and the shim: with ``Z`` or an offset, that instant; without one, UTC
+#: (not the session's time zone, which ``to_timestamp`` of such a text would use, and which Spark fixes
+#: in a SQL function when it is created). The same answer in every session and on every machine.
+MS_FUNCTION = (
+    "CREATE OR REPLACE TEMPORARY FUNCTION ms(iso STRING) RETURNS BIGINT RETURN "
+    f"CASE WHEN trim(iso) RLIKE '{_NAIVE_TIME}' THEN {_utc_ms('to_timestamp_ntz(trim(iso))')} "
+    "ELSE unix_millis(to_timestamp(iso)) END"
+)
 
 
 def _raw(view: str) -> str:

@@ -11,6 +11,7 @@ from differential import capture_records, interval_columns, snapshot_entries
 from nsreplay.config import load_settings
 from nsreplay.history import OutsideCoverageError, PublishedHistory
 from nsreplay.model import Snapshot, state_at
+from nsreplay.runtime import parse_time
 from nsreplay.sql import register_views
 
 # Each interval view's columns as the analysts' examples read them (the key, then the values).
@@ -117,6 +118,34 @@ def test_state_at_an_instant_in_sql_equals_the_python_api(spark, published) -> N
     expected = PublishedHistory(root).snapshot_at(NS_DELETE_5, S + 200000).topicQueueTable["shared"]
     assert {(r.broker_name, r.perm) for r in routes} == {(name, q.perm) for name, q in expected.items()}
     assert spark.sql("SELECT ms('2024-11-21T00:00:00Z') AS v").first().v == S
+
+
+#: What ``ms()`` is given, the way analysts write instants: with Z or an offset (+05:30, +0530, +05,
+#: -00:00), naive (no offset: UTC, as every command reads it), a date alone, fractions, and instants
+#: that are a DST gap (02:30 on 2024-03-10) or overlap (01:30 on 2024-11-03) in America/New_York's
+#: local time, a leap day, before the epoch (floored) and the ends of the years 1-9999.
+MS_FORMS = [
+    "2024-11-21T00:30:00Z", "2024-11-21T06:00:00+05:30", "2024-11-21T06:00:00+0530", "2024-11-21T05:30:00+05",
+    "2024-11-21T00:30:00-00:00", "2024-11-21T00:30:00.1239Z",
+    "2024-11-21T00:30:00", "2024-11-21 00:30", "2024-11-21T00:30", "2024-11-21", "2024-11-21T00:30:00.123456",
+    "2024-03-10T02:30:00", "2024-11-03T01:30:00", "2024-02-29T12:00:00", "1969-12-31T23:59:59.9995", "1969-12-31T23:59:59.9995Z",
+    "0001-01-01T00:00:00", "9999-12-31T23:59:59.999",
+]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "America/St_Johns", "Pacific/Chatham", "Asia/Kathmandu"])
+def test_ms_reads_an_instant_as_every_command_does_in_any_session_time_zone(spark, published, zone) -> None:
+    """``ms(iso)`` gives the epoch milliseconds :func:`nsreplay.runtime.parse_time` gives (the CLI's,
+    the shim's ``at``), whatever ``spark.sql.session.timeZone`` an analyst's session has: a time
+    without an offset is UTC, not the session's local time."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)  # Spark keeps a SQL function's zone from its creation
+    try:
+        register_views(spark, published[1])
+        row = spark.sql("SELECT " + ", ".join(f"ms('{text}') AS v{i}" for i, text in enumerate(MS_FORMS))).first()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+    assert dict(zip(MS_FORMS, row)) == {text: parse_time(text) for text in MS_FORMS}
 
 
 def test_capture_lines_view_gives_every_line_exactly_as_read(spark, published) -> None:
