@@ -29,6 +29,12 @@ add_helper_args() {
   if [ -n "$out" ]; then while IFS= read -r arg; do extra+=("$arg"); done <<< "$out"; fi
 }
 
+# In the C/POSIX locale (LANG=C, no locale at all, one not installed) a JVM names files in ASCII,
+# where Python uses UTF-8: the JVM gets a UTF-8 LC_CTYPE (nsreplay/jvm_locale.py). That Python must
+# see the locale as the JVM would: PYTHONCOERCECLOCALE=0 keeps it from changing LC_CTYPE (PEP 538).
+locale_settings="$(PYTHONCOERCECLOCALE=0 nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_locale)" || true
+if [ -n "$locale_settings" ]; then while IFS= read -r setting; do export "${setting?}"; done <<< "$locale_settings"; fi
+
 ENV_NAME="${NSREPLAY_ENV:-local}"
 DELTA_VERSION="${DELTA_VERSION:-4.0.0}"
 props="$(mktemp)"

@@ -56,7 +56,8 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
     then ``conf`` (settings of this one session, e.g. a benchmark's event log), and, when this
     starts the JVM on a local master, nsreplay's local file system (:mod:`nsreplay.local_fs`) and
     the driver's class archive (:mod:`nsreplay.jvm_archive`). A JVM it starts logs to stderr
-    (:mod:`nsreplay.jvm_logging`).
+    (:mod:`nsreplay.jvm_logging`) and, in the C/POSIX locale, gets a UTF-8 one for its file names
+    (:mod:`nsreplay.jvm_locale`: this process's environment keeps it).
     """
     from pyspark.sql import SparkSession
 
@@ -67,11 +68,12 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
         return spark
     from pyspark import SparkContext
 
-    from nsreplay import jvm_archive, jvm_logging, local_fs
+    from nsreplay import jvm_archive, jvm_locale, jvm_logging, local_fs
 
     builder = SparkSession.builder.appName(app_name)
     settings_conf = {**read_spark_defaults(settings.spark_defaults_files()), **(conf or {})}
     if SparkContext._gateway is None:  # the JVM starts now, so it can get nsreplay's local file system
+        os.environ.update(jvm_locale.jvm_locale_overrides(os.environ))  # file names in UTF-8, as Python's
         jvm_logging.configure()
         settings_conf.update(local_fs.session_conf(master, settings_conf))
         settings_conf.update(jvm_archive.session_conf(master, settings_conf))
