@@ -247,11 +247,11 @@ def _layered(env: str | None, conf_dir: Path | None) -> tuple[str, Path, dict[st
         known = sorted(p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "base")
         raise ConfigError(f"NSREPLAY_ENV={env}: {conf_dir / env} is not a folder (the environments of {conf_dir}: {', '.join(known) or 'none'})")
     try:
-        raw = tomllib.loads(base_file.read_text())
+        raw = tomllib.loads(base_file.read_text(encoding="utf-8"))  # TOML is UTF-8, whatever the locale's charset
         env_file = conf_dir / env / "nsreplay.toml"
         if env_file.is_file():
-            raw = _merge(raw, tomllib.loads(env_file.read_text()))
-    except tomllib.TOMLDecodeError as exc:
+            raw = _merge(raw, tomllib.loads(env_file.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # not TOML, or not UTF-8
         raise ConfigError(f"malformed configuration: {exc}") from exc
     return env, conf_dir, raw
 

@@ -37,10 +37,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def read_spark_defaults(files: list[Path]) -> dict[str, str]:
-    """Key/value pairs of spark-defaults files (later files override earlier ones)."""
+    """Key/value pairs of spark-defaults files (later files override earlier ones), read as UTF-8 as
+    spark-submit reads them, whatever the locale's charset."""
     settings: dict[str, str] = {}
     for path in files:
-        for line in path.read_text().splitlines():
+        for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
                 key, _, value = line.partition(" ")
