@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from datetime import datetime
 from pathlib import Path
 
 from nsreplay import jvm_logging
@@ -70,3 +72,21 @@ def test_a_job_run_through_spark_submit_keeps_jvm_warnings_off_stdout(tmp_path) 
     assert result.stdout.splitlines() == ["the job's own line"], result.stdout[-2000:]
     assert MARKER in result.stderr
     assert not [line for line in result.stderr.splitlines() if " INFO " in line], result.stderr[-2000:]
+
+
+def test_jvm_log_lines_say_utc_times_whatever_the_machines_time_zone(tmp_path) -> None:
+    """The job prints its times in UTC (``...Z``); its JVM's log lines did in the machine's zone,
+    unlabelled (``26/11/30 18:19:50 WARN ...`` under TZ=Pacific/Chatham, 05:19 UTC)."""
+    script = tmp_path / "probe.py"
+    script.write_text("from pyspark.sql import SparkSession\nspark = SparkSession.builder.getOrCreate()\n" + textwrap.dedent(PROBE))
+    env = {**_clean_env(), "TZ": "Pacific/Chatham", "JAVA_TOOL_OPTIONS": "-Duser.timezone=America/St_Johns"}
+    before = time.time()
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), "--master", "local[1]", str(script)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    after = time.time()
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(line for line in result.stderr.splitlines() if MARKER in line)
+    stamp = line.split(" ", 1)[0]
+    assert stamp.endswith("Z"), line
+    logged = datetime.fromisoformat(stamp[:-1] + "+00:00").timestamp()
+    assert before - 1 <= logged <= after + 1, line
