@@ -29,6 +29,7 @@ from pathlib import Path
 
 from nsreplay.config import load_settings
 from nsreplay.runtime import (
+    TIME_FORMS,
     ArgumentParser,
     UsageError,
     build_spark,
@@ -55,8 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(prog="rebuild_routes.py", description=__doc__.splitlines()[0])
     parser.add_argument("--captures", help="capture file, directory or glob (default: the generated demo capture)")
     parser.add_argument("--warehouse", help="warehouse root (default: [warehouse] root in conf)")
-    parser.add_argument("--from", dest="window_from", help="window start, ISO-8601 or epoch ms")
-    parser.add_argument("--to", dest="window_to", help="window end, ISO-8601 or epoch ms")
+    parser.add_argument("--from", dest="window_from", help=f"window start ({TIME_FORMS})")
+    parser.add_argument("--to", dest="window_to", help=f"window end ({TIME_FORMS})")
     parser.add_argument("--run-id", type=run_id_arg, help="run id; re-running with the same id commits nothing new")
     parser.add_argument("--stage", choices=STAGES, default="all", help="run one stage only (default: all of them, in order)")
     parser.add_argument("--from-last-good", action="store_true", help="without a published state at --from, resume from the latest one before it")

@@ -27,7 +27,7 @@ import os
 import socket
 import sys
 
-from nsreplay.runtime import ArgumentParser, at_least, guarded, run_id_arg
+from nsreplay.runtime import TIME_FORMS, ArgumentParser, at_least, guarded, run_id_arg
 
 
 def _positive_float(text: str) -> float:
@@ -105,7 +105,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     rebuild.set_defaults(func=_bench_rebuild)
     incremental = bench.add_parser("incremental", help="one more window resumed from the previous state vs. a standalone run of that window")
     incremental.add_argument("--captures", required=True, help="a capture directory (e.g. nsreplay generate --preset bench-hour --set timing.hours=2)")
-    incremental.add_argument("--split", help="where the last window starts (ISO-8601 or epoch ms; default: the middle of the capture)")
+    incremental.add_argument("--split", help=f"where the last window starts ({TIME_FORMS}; default: the middle of the capture)")
     incremental.add_argument("--rounds", type=at_least(1), default=2, help="alternate the two sides this many times, keep each side's best (default 2)")
     incremental.add_argument("--master", default=None)
     incremental.set_defaults(func=_bench_incremental)
@@ -198,8 +198,8 @@ def _bench_incremental(args: argparse.Namespace) -> int:
 def _add_backfill(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backfill", help="re-run (replay, check, publish) the windows of a range in order, e.g. after late data")
     p.add_argument("--warehouse", required=True)
-    p.add_argument("--from", dest="start", required=True, help="range start: the end of a published window (ISO-8601 or epoch ms), or 'start' for the first record")
-    p.add_argument("--to", dest="end", help="range end (default: the end of the published coverage)")
+    p.add_argument("--from", dest="start", required=True, help=f"range start: the end of a published window ({TIME_FORMS}), or 'start' for the first record")
+    p.add_argument("--to", dest="end", help=f"range end ({TIME_FORMS}; default: the end of the published coverage)")
     p.add_argument("--run-id", type=run_id_arg, help="prefix of the run ids (default: backfill-<time>)")
     p.set_defaults(func=_run_backfill)
     s = sub.add_parser("stale", help="list the published windows that late input made stale")
@@ -410,7 +410,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
     p.add_argument("--remoting-port", type=int, help="also answer RocketMQ remoting requests (105/106/206) on this port")
     p.add_argument("--namesrv", help="with --remoting-port: the NameServer whose history it answers (optional when only one is covered)")
-    p.add_argument("--as-of", dest="as_of", help="with --remoting-port: the instant answered (ISO-8601 or epoch ms; default the latest state)")
+    p.add_argument("--as-of", dest="as_of", help=f"with --remoting-port: the instant answered ({TIME_FORMS}; default the latest state)")
     p.add_argument("--reload-interval", type=float, default=5.0, help="seconds between checks for a newer publish (default 5; 0 = never)")
     p.set_defaults(func=_run_serve)
 

@@ -242,6 +242,9 @@ def new_run_id(prefix: str = "run") -> str:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: How every option that takes a TIME says what it reads (:func:`parse_time`): a time without an
+#: offset is UTC, never the machine's time zone.
+TIME_FORMS = "ISO-8601, UTC when without an offset, or epoch ms"
 _EPOCH_MS = re.compile(r"-?[0-9]+")  # ASCII digits only: str.isdigit() also takes '²' and '١٢٣'
 
 

@@ -104,3 +104,34 @@ def test_format_ms_is_exact_and_never_fails(ms, text):
     assert format_ms(ms) == text
     if not text.endswith(" ms") and ms is not None:
         assert parse_time(text) == ms
+
+
+
+def _option_help(parser, path: tuple[str, ...], option: str) -> str:
+    """The help text of ``option`` of ``parser``'s subcommand at ``path``."""
+    for name in path:
+        parser = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
+    return next(a.help for a in parser._actions if option in a.option_strings)
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [(("generate",), "--start"), (("serve",), "--as-of"), (("backfill",), "--from"), (("backfill",), "--to"), (("bench", "incremental"), "--split")],
+)
+def test_every_time_option_says_a_time_without_an_offset_is_utc(command, option) -> None:
+    """A user in +05:30 typing ``--from 2024-11-21T09:00`` gets 09:00 UTC: the help says so."""
+    from nsreplay.cli import build_parser
+
+    assert "UTC when without an offset" in _option_help(build_parser(), command, option)
+
+
+@pytest.mark.parametrize("option", ["--from", "--to"])
+def test_the_jobs_time_options_say_a_time_without_an_offset_is_utc(capsys, option) -> None:
+    from jobs.rebuild_routes import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"{option} "))
+    described = " ".join(" ".join(lines[at:at + 3]).split())  # argparse wraps a help over lines
+    assert "UTC when without an offset" in described, described

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from nsreplay.runtime import UsageError, at_least, parse_time, resolve_path
+from nsreplay.runtime import TIME_FORMS, UsageError, at_least, parse_time, resolve_path
 
 from .api import generate
 from .config import PRESETS, ConfigError, apply_overrides, knob_names, preset
@@ -50,7 +50,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="random seed (default: the preset's)")
     parser.add_argument("--workers", type=at_least(1), default=2, help="worker processes (default: 2)")
     parser.add_argument("--hours", type=float, help="window length in hours")
-    parser.add_argument("--start", type=_time_ms, help="window start, ISO-8601 or epoch ms")
+    parser.add_argument("--start", type=_time_ms, help=f"window start ({TIME_FORMS})")
     parser.add_argument("--plain", action="store_true", help="write .jsonl instead of .jsonl.gz")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KNOB=VALUE",
                         help="override any knob (repeatable), e.g. --set incidents.crashes=3")
