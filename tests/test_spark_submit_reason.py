@@ -47,7 +47,8 @@ def test_a_job_ended_by_ctrl_c_says_interrupted_whatever_reason_it_wrote(tmp_pat
     [
         # the bootstrap's check of the driver's class archive (a minute the first time)
         ("nsreplay.jvm_archive", "build", "spark-submit.sh: interrupted"),
-        # spark-submit.sh's helpers that build spark-submit's options, before spark-submit starts
+        # spark-submit.sh's helpers: the JVM's locale, then those that build spark-submit's options
+        ("nsreplay.jvm_locale", "nsreplay.jvm_locale", "spark-submit.sh: interrupted"),
         ("nsreplay.local_fs", "nsreplay.local_fs", "rebuild_routes.py: interrupted"),
         ("nsreplay.jvm_archive", "args", "rebuild_routes.py: interrupted"),
         # the job's own imports, under spark-submit (its JVM sent the same SIGINT)
