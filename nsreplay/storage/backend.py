@@ -56,6 +56,24 @@ class TableLocation:
         """Absolute Spark path of ``relative`` (an on-storage path below the table root)."""
         return self.spark_uri.rstrip("/") + "/" + relative
 
+    def spark_read_uri(self, relative: str) -> str:
+        """:meth:`spark_file_uri` for Spark to read: that one file, whatever characters the warehouse
+        path holds (:func:`hadoop_literal`)."""
+        return hadoop_literal(self.spark_file_uri(relative))
+
+
+#: The characters Hadoop's glob gives a meaning (``FileSystem.globStatus``, which Spark applies to
+#: every path it is given to read), the backslash that escapes them included.
+HADOOP_GLOB_CHARACTERS = "\\*?[]{}"
+
+
+def hadoop_literal(path: str) -> str:
+    """``path`` (a Hadoop path or URI) with each of :data:`HADOOP_GLOB_CHARACTERS` escaped by a
+    backslash, so that a Spark read names exactly that path. Unescaped, a warehouse at ``wh*`` or
+    ``wh{1}`` reads the files of a copy beside it (``wh-copy``, ``wh1``), or fails on listing its
+    parent directory. A path without them is returned unchanged."""
+    return "".join("\\" + c if c in HADOOP_GLOB_CHARACTERS else c for c in path)
+
 
 @dataclass(frozen=True)
 class WriteRequest:

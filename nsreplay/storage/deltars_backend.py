@@ -209,7 +209,7 @@ class DeltaRsBackend(Backend):
         return (
             spark.read.schema(spec.schema)
             .option("basePath", location.spark_uri)
-            .parquet(*[location.spark_file_uri(r) for r in relatives])
+            .parquet(*[location.spark_read_uri(r) for r in relatives])
             .select(*columns)
         )
 

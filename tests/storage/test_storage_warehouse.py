@@ -632,6 +632,20 @@ def test_spark_free_readers_get_the_same_rows(wh: Warehouse, spark) -> None:
     assert output["helper"] == expected
 
 
+@pytest.mark.parametrize(("name", "sibling"), [("wh*", "wh-copy"), ("wh{1}", "wh1"), ("wh*", "a:b")])
+def test_a_warehouse_whose_path_holds_glob_characters_reads_its_own_files_only(spark, tmp_path, name, sibling) -> None:
+    """Spark expands glob characters in the paths it is given to read (Hadoop's globStatus): a
+    warehouse at ``wh*`` or ``wh{1}`` read the files of a copy beside it (``wh-copy``, ``wh1``) or
+    failed on it ("Wrong basePath", or "Relative path in absolute URI" for a name with a colon)."""
+    wh = Warehouse(str(tmp_path / name), spark, "delta-rs")
+    wh.append(EVENTS, events(spark, ROWS), commit("r1"))
+    import shutil
+
+    shutil.copytree(tmp_path / name, tmp_path / sibling)
+    assert_same(wh.read(EVENTS), events(spark, ROWS))
+    assert_same(wh.read(EVENTS, where=ColumnRange("ts", 2, 4)), events(spark, ROWS[2:4]))
+
+
 def test_arrow_dataset_helper_reads_a_table_version(wh: Warehouse, spark) -> None:
     wh.append(EVENTS, events(spark, ROWS[:2]), commit("r1"))
     wh.append(EVENTS, events(spark, ROWS[2:]), commit("r2"))
