@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import traceback
+import urllib.parse
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -359,9 +360,29 @@ def resolve_setting_path(path: str) -> str:
 def _resolved(path: str, base: str | Path) -> str:
     if not path.strip():
         raise UsageError(f"an empty path: {path!r}")
+    local = local_path_of_uri(path)
+    if local is not None:
+        return local
     if "://" in path or os.path.isabs(path):
         return path
     return str(Path(base) / path)
+
+
+def local_path_of_uri(uri: str) -> str | None:
+    """The local path a ``file:`` URI names, in each spelling Hadoop and browsers use: ``file:/p``
+    (how Spark prints a local path), ``file:///p`` and ``file://localhost/p``, percent-decoded
+    (``file:///my%20wh`` is ``/my wh``); a trailing ``/`` and glob characters are kept. ``None``
+    for anything else: a plain path (``ns1-2026-11-30T04:00:00.jsonl.gz`` is a name, not a URI),
+    another scheme's URI, or a ``file:`` URI of another host (``file://nas/share``)."""
+    if not uri.startswith("file:/"):
+        return None
+    rest = uri[len("file:") :]
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host not in ("", "localhost"):
+            return None
+        rest = slash + path
+    return urllib.parse.unquote(rest)
 
 
 def _stdout_closed() -> bool:

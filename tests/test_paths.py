@@ -61,3 +61,17 @@ def test_spark_submit_reads_a_relative_capture_path_from_where_it_was_run(tmp_pa
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert (result.returncode, last) == (1, f"rebuild_routes.py: CaptureNotFoundError: no capture file at {tmp_path / 'elsewhere' / 'caps'}"), result.stderr[-2000:]
     assert not (tmp_path / "elsewhere" / "wh").exists() and not (PROJECT_ROOT / "wh").exists()
+
+
+def test_a_local_file_uri_names_the_path_it_means_in_each_spelling(elsewhere) -> None:
+    """``file:/abs`` (how Hadoop and Spark print a local path) was taken for a relative name: the job
+    wrote its warehouse into ``./file:/abs`` and the Spark-free commands reported "no such directory";
+    ``file:///my%20wh`` is ``/my wh``, as Hadoop and the warehouse read it."""
+    assert resolve_path("file:/abs/wh") == "/abs/wh"
+    assert resolve_path("file:///abs/my%20wh/") == "/abs/my wh/"
+    assert resolve_path("file://localhost/abs/wh") == "/abs/wh"
+    assert resolve_path("file:///data/caps/*.jsonl.gz") == "/data/caps/*.jsonl.gz"
+    assert resolve_setting_path("file:/abs/wh") == "/abs/wh"
+    assert resolve_path("file://nas/share/wh") == "file://nas/share/wh"  # another host's: left to the filesystem
+    # a relative name with a colon is a name, not a URI
+    assert resolve_path("ns1-2026-11-30T04:00:00.jsonl.gz") == str(elsewhere / "ns1-2026-11-30T04:00:00.jsonl.gz")
