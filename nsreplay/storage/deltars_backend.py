@@ -48,6 +48,8 @@ Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/stor
   except a file removed by a later commit, which nsreplay checks itself before it commits (step 5).
 * ``to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` are never called: they make
   Python abort at exit.
+* ``history()`` is empty for a table whose path holds ``#`` or ``?`` (everything else works there);
+  such a history is read from the log's commit files instead (:func:`_history_of`).
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ class DeltaRsBackend(Backend):
 
     def history(self, location: TableLocation, limit: int | None) -> list[dict[str, Any]]:
         with self._tables.latest(location) as table:
-            entries = table.history(limit)
+            entries = _history_of(table, location, limit)
         return [
             {
                 "version": int(e["version"]),
@@ -487,7 +489,7 @@ class DeltaRsBackend(Backend):
         it is due: :func:`_checkpoint_if_due`)."""
         table = self._tables.refresh(table, location)
         for limit in (8, 64, None):
-            for entry in table.history(limit):
+            for entry in _history_of(table, location, limit):
                 if _carries(entry, write_id):
                     version = int(entry["version"])
                     _checkpoint_if_due(table, version, location)
@@ -505,7 +507,7 @@ class DeltaRsBackend(Backend):
         try:
             latest = self._tables.refresh(table, location)
             newer = latest.version() - read_version
-            return newer > 0 and any(_carries(entry, write_id) for entry in latest.history(newer))
+            return newer > 0 and any(_carries(entry, write_id) for entry in _history_of(latest, location, newer))
         except Exception:  # noqa: BLE001 - when in doubt, keep the files
             return True
 
@@ -627,6 +629,38 @@ def _in_partitions(values: dict[str, str | None], partitions: Any) -> bool:
     if not partitions:
         return True
     return all(values.get(column) in allowed for column, allowed in partitions.items())
+
+
+def _history_of(table: DeltaTable, location: TableLocation, limit: int | None) -> list[dict[str, Any]]:
+    """``table.history(limit)``: the commit infos of the ``limit`` newest commits up to the table's
+    version (``None``: every commit the log still holds), newest first, each with its ``version``.
+
+    delta-rs returns none for a table whose path holds ``#`` or ``?`` (it looks for the log
+    elsewhere). The log always holds the latest commit, so an empty answer for a table at a version
+    is that case, and the history is read from the commit files themselves (:func:`_log_history`)."""
+    entries = table.history(limit)
+    if entries or table.version() < 0:
+        return entries
+    return _log_history(location, table.version(), limit)
+
+
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
+
+
+def _log_history(location: TableLocation, version: int, limit: int | None) -> list[dict[str, Any]]:
+    """The ``commitInfo`` action of each of the ``limit`` newest commit files of the log at
+    ``location`` up to ``version`` (``None``: all of them), newest first, with its ``version``
+    added: what delta-rs's ``history()`` gives. A commit without one is left out."""
+    filesystem, root = _filesystem(location)
+    log_dir = f"{root}/_delta_log"
+    found = (_COMMIT_FILE.fullmatch(i.base_name) for i in filesystem.get_file_info(pafs.FileSelector(log_dir)))
+    versions = sorted((v for v in (int(m.group(1)) for m in found if m) if v <= version), reverse=True)
+    entries: list[dict[str, Any]] = []
+    for v in versions[:limit]:
+        with filesystem.open_input_stream(f"{log_dir}/{v:020d}.json") as stream:
+            actions = [json.loads(line) for line in stream.read().decode("utf-8").splitlines() if line.strip()]
+        entries += [{**a["commitInfo"], "version": v} for a in actions if "commitInfo" in a][:1]
+    return entries
 
 
 def _filesystem(location: TableLocation) -> tuple[pafs.FileSystem, str]:
