@@ -34,6 +34,7 @@ from nsreplay.storage.errors import (
     SchemaMismatchError,
     StorageError,
     TableNotFoundError,
+    UnsupportedPathError,
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
@@ -57,6 +58,7 @@ __all__ = [
     "TableNotFoundError",
     "TableSpec",
     "THINNING_MODE",
+    "UnsupportedPathError",
     "UnsupportedTypeError",
     "VacuumResult",
     "VersionNotFoundError",

@@ -190,6 +190,10 @@ class Backend(abc.ABC):
     #: (``DataFrame.observe``) reach the caller; when not, row counts take a pass of their own.
     observes_writes: bool = False
 
+    def check_root(self, root: TableLocation) -> None:
+        """Raise :class:`~nsreplay.storage.errors.UnsupportedPathError` when this engine cannot keep
+        tables below the warehouse ``root``; by default it can."""
+
     @abc.abstractmethod
     def exists(self, location: TableLocation) -> bool:
         """Whether a Delta table exists at ``location``."""

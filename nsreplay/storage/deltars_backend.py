@@ -50,6 +50,9 @@ Facts about delta-rs 1.6 this relies on (checked on this machine, see tests/stor
   Python abort at exit.
 * ``history()`` is empty for a table whose path holds ``#`` or ``?`` (everything else works there);
   such a history is read from the log's commit files instead (:func:`_history_of`).
+* A local table path holding ``%`` is read as percent-encoded (``p%20c`` is looked for as ``p c``,
+  ``50%`` fails as invalid UTF-8), and a ``\\`` as ``/``, by every operation: such a warehouse is
+  refused (:meth:`DeltaRsBackend.check_root`).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ from pyspark.sql import types as T
 
 from nsreplay.storage.arrow_types import dataset, to_arrow_schema
 from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RemoveRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
-from nsreplay.storage.errors import ConcurrentCommitError, StorageError
+from nsreplay.storage.errors import ConcurrentCommitError, StorageError, UnsupportedPathError
 from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.snapshots import Snapshots
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
@@ -103,6 +106,8 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 CHECKPOINT_INTERVAL = 10
 #: delta-rs's post-commit hook writes a checkpoint after every this many commits by itself.
 DELTA_RS_CHECKPOINT_INTERVAL = 100
+#: Characters delta-rs cannot have in a local table's path (module docstring).
+UNUSABLE_LOCAL_PATH_CHARACTERS = "%\\"
 
 
 class DeltaRsBackend(Backend):
@@ -120,6 +125,18 @@ class DeltaRsBackend(Backend):
         self._tables = Snapshots()  # the tables opened, kept: an open of the latest reads only new commits
 
     # -- metadata -----------------------------------------------------------------------------------
+
+    def check_root(self, root: TableLocation) -> None:
+        """Refuse a local warehouse whose path holds one of :data:`UNUSABLE_LOCAL_PATH_CHARACTERS`:
+        delta-rs would look for its tables elsewhere. A URI's path is percent-encoded by its writer,
+        and is left to the filesystem."""
+        found = sorted({c for c in root.uri if c in UNUSABLE_LOCAL_PATH_CHARACTERS})
+        if root.is_local and found:
+            raise UnsupportedPathError(
+                f"{root.uri}: delta-rs cannot keep tables in a local directory whose path holds "
+                f"{' or '.join(repr(c) for c in found)} (it reads '%' as a URL escape and '\\' as '/'); "
+                "choose a warehouse path without them"
+            )
 
     def exists(self, location: TableLocation) -> bool:
         return DeltaTable.is_deltatable(location.uri)

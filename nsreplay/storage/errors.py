@@ -17,6 +17,7 @@ __all__ = [
     "ConcurrentCommitError",
     "PredicateViolationError",
     "BackendUnavailableError",
+    "UnsupportedPathError",
 ]
 
 
@@ -64,3 +65,8 @@ class PredicateViolationError(StorageError):
 
 class BackendUnavailableError(StorageError):
     """The requested storage backend cannot run in this process (e.g. delta-spark jars not on the classpath)."""
+
+
+class UnsupportedPathError(StorageError):
+    """The backend cannot keep tables at this warehouse path (a limit of its engine, named in the
+    message). Raised when the :class:`~nsreplay.storage.Warehouse` is made, before anything is written."""

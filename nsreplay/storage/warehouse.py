@@ -73,7 +73,8 @@ class Warehouse:
     if ``io.delta.tables.DeltaTable`` loads in the driver JVM, else delta-rs), ``"delta-rs"`` or
     ``"delta-spark"`` (``BackendUnavailableError`` if the jars are missing).
 
-    Raises ``TypeError`` / ``ValueError`` for invalid arguments.
+    Raises ``TypeError`` / ``ValueError`` for invalid arguments, :class:`UnsupportedPathError` for a
+    ``root`` the backend cannot keep tables at (delta-rs: a local path holding ``%`` or ``\\``).
     """
 
     def __init__(self, root: str, spark: "SparkSession | None", backend: str = "auto") -> None:
@@ -87,6 +88,7 @@ class Warehouse:
         self._spark = spark
         self._backend: Backend = self._make_backend(backend, spark)
         self.backend_name: str = self._backend.name
+        self._backend.check_root(TableLocation.of(root, ()))
 
     @staticmethod
     def _make_backend(backend: str, spark: "SparkSession | None") -> Backend:

@@ -37,6 +37,7 @@ from nsreplay.storage import (
     TableNotFoundError,
     TableSpec,
     THINNING_MODE,
+    UnsupportedPathError,
     VersionNotFoundError,
     Warehouse,
     dataset,
@@ -443,6 +444,22 @@ def test_a_warehouse_whose_path_holds_a_hash_or_a_question_mark_has_a_history(sp
     shown = lambda wh, limit=None: [{k: v for k, v in e.items() if k != "timestamp"} for e in wh.history(EVENTS, limit=limit)]  # noqa: E731
     assert [e["version"] for e in shown(odd)] == [2, 1, 0]
     assert shown(odd) == shown(plain) and shown(odd, 1) == shown(plain, 1)
+
+
+@pytest.mark.parametrize("name", ["p%20c", "50%", "a\\b"])
+def test_a_local_warehouse_path_delta_rs_cannot_use_is_refused_before_anything_is_written(spark, tmp_path, name) -> None:
+    """delta-rs 1.6 reads a '%' of a local table path as a URL escape (``p%20c`` is looked for as
+    ``p c``) and a backslash as '/': the ingest failed after creating the directories ("Kernel error:
+    File not found: .../p c/...") and the readers failed on a path that is not the warehouse's. The
+    refusal names the character and the way out; a URI's escapes are its own (``s3a://b/p%20c``)."""
+    root = tmp_path / name
+    for given in (str(root), root.as_uri()):
+        with pytest.raises(UnsupportedPathError, match="delta-rs cannot keep tables in a local directory whose path holds"):
+            Warehouse(given, spark, "delta-rs")
+        with pytest.raises(UnsupportedPathError):
+            Warehouse(given, None, "delta-rs")
+    assert not root.exists()
+    assert Warehouse("s3a://bucket/p%20c", None, "delta-rs").path("silver.events") == "s3a://bucket/p%20c/silver/events"
 
 
 def test_files_carry_partition_values_and_record_counts(wh: Warehouse, spark) -> None:
