@@ -71,6 +71,16 @@ def _has_scheme(path: str) -> bool:
 
 
 def _local(path: str) -> str:
+    """The local path of ``path``: a local ``file:`` URI's, percent-decoded
+    (:func:`~nsreplay.runtime.local_path_of_uri`: ``file:///my%20caps`` is ``my caps``), else
+    ``path`` without a leading ``file://``."""
+    if not path.startswith("file:"):
+        return path  # (the executors that open plain paths import nothing more)
+    from nsreplay.runtime import local_path_of_uri
+
+    local = local_path_of_uri(path)
+    if local is not None:
+        return local
     return path[len("file://") :] if path.startswith("file://") else path
 
 

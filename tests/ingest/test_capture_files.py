@@ -182,3 +182,16 @@ def test_an_ingest_of_an_empty_directory_succeeds_and_records_a_run_of_nothing(s
     assert runs == [("quiet-hour", 0, 0, 0, "succeeded")]
     for spec in (EVENTS, QUARANTINE, INGEST_FILES):
         assert warehouse.read(spec).isEmpty(), spec.name
+
+
+def test_a_local_file_uri_lists_the_directory_it_names_in_each_spelling(tmp_path) -> None:
+    """``file:///my%20caps`` is the directory ``my caps`` (as ``--warehouse`` and Hadoop read it, and
+    as the command line now hands it over), not ``my%20caps``; ``file:/`` and ``file://localhost/``
+    name local paths too. Before, the listing stripped ``file://`` alone: "no capture file at ..."."""
+    (tmp_path / "my caps").mkdir()
+    (tmp_path / "my caps" / "é x.jsonl").write_text('{"a":1}\n')
+    want = [str(tmp_path / "my caps" / "é x.jsonl")]
+    encoded = (tmp_path / "my caps").as_uri()  # file:///.../my%20caps
+    for spec in (encoded, f"{encoded}/*.jsonl", f"file:{tmp_path}/my caps", f"file://localhost{tmp_path}/my caps"):
+        assert [f.path for f in list_captures(spec).files] == want, spec
+    assert [line.text for line in read(want[0])] == ['{"a":1}']
