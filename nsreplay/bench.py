@@ -87,6 +87,7 @@ def _floor(captures: str, master: str | None, app: str, event_log: str | None = 
     the floor's CPU seconds (this process and all it started, :mod:`nsreplay.process_cpu`; None where
     /proc cannot be read): the time Spark needs to read the same files as text and count their
     lines. With ``event_log`` (a directory), the session writes its Spark event log there."""
+    from nsreplay.storage.backend import hadoop_literal
     from pipelines.ingest.capture_files import list_capture_files
     from pipelines.quality.suites import import_in_background, wait_for_import
 
@@ -102,7 +103,7 @@ def _floor(captures: str, master: str | None, app: str, event_log: str | None = 
     wait_for_import()  # not while the floor is measured
     cpu_before = read_tree_cpu(os.getpid())
     started = time.perf_counter()
-    lines = spark.read.text([f.path for f in files]).count()
+    lines = spark.read.text([hadoop_literal(f.path) for f in files]).count()  # each file itself, not a glob
     seconds = time.perf_counter() - started
     return spark, settings, files, seconds, lines, _cpu_between(cpu_before, read_tree_cpu(os.getpid()))
 
