@@ -171,10 +171,10 @@ class ReplayResult:
 
     def summary(self) -> str:
         ns = ", ".join(f"{n} ({p})" for n, (_, _, p) in sorted(self.namesrvs.items()))
-        start = "from the first record" if self.resumed_from is None else f"resuming from the state at {self.resumed_from}"
+        start = "from the first record" if self.resumed_from is None else f"resuming from the state at {format_ms(self.resumed_from)}"
         restart = f"; units joined, replayed again: {'; '.join(self.replayed_again)}" if self.replayed_again else ""
         return (
-            f"replay {self.run_id}: window up to {self.window_to}, {start}{restart}; {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
+            f"replay {self.run_id}: window up to {format_ms(self.window_to)}, {start}{restart}; {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
             f"{self.ticks} scan ticks, {self.changes} changes, "
             f"{self.row_counts.get('gold.topic_queue_intervals', 0)} topic-route intervals, "
             f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; captured route answers: "

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow.dataset as pads
 from pyspark.sql import SparkSession
 
-from nsreplay.runtime import local_frame
+from nsreplay.runtime import format_ms, local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse, changes_rows, dataset, range_filter
 from schemas.gold import PUBLISH_LOG, STALE_WINDOWS
 from schemas.silver import EVENTS, INGEST_RUNS
@@ -168,7 +168,7 @@ def late_data_note(stale: Sequence[StaleWindow], warehouse_root: str) -> str:
     last = max(s.window_to for s in stale)
     windows = len({(s.window_from, s.window_to) for s in stale})
     return (
-        f"late data: {windows} published window(s) between {first} and {last} are stale (gold.stale_windows); "
+        f"late data: {windows} published window(s) between {format_ms(first)} and {format_ms(last)} are stale (gold.stale_windows); "
         f"re-run them and every window after them, in order: "
         f"nsreplay backfill --warehouse {shlex.quote(warehouse_root) if warehouse_root else '<dir>'} --from {first}"
     )
