@@ -133,7 +133,8 @@ class NativeDeltaBackend(Backend):
         return [
             {
                 "version": int(r["version"]),
-                "timestamp": int(r["timestamp"].timestamp() * 1000),
+                # a commit's time is a whole ms: rounded, as int() of the float could give the ms before
+                "timestamp": round(r["timestamp"].timestamp() * 1000),
                 "operation": r["operation"],
                 "userMetadata": r["userMetadata"],
             }

@@ -744,8 +744,14 @@ def _check_version(version: object) -> None:
         raise ValueError(f"version must be a non-negative int or None, got {version!r}")
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_MS = _dt.timedelta(milliseconds=1)
+
+
 def _timestamp_ms(timestamp: object) -> int:
-    """Epoch ms of an int (ms), ISO-8601 string or datetime; naive values are UTC."""
+    """Epoch ms of an int (ms), ISO-8601 string or datetime; naive values are UTC. Exact: a datetime
+    is floored to its millisecond by integer arithmetic (through a float, ``.766`` could come out as
+    ``.765``, and a time travel to the instant of a commit land on the commit before it)."""
     if isinstance(timestamp, bool):
         raise TypeError("timestamp must be epoch ms, an ISO-8601 string or a datetime, not a bool")
     if isinstance(timestamp, int):
@@ -761,12 +767,12 @@ def _timestamp_ms(timestamp: object) -> int:
     if isinstance(timestamp, _dt.datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
-        return int(timestamp.timestamp() * 1000)
+        return (timestamp - _EPOCH) // _MS
     raise TypeError(f"timestamp must be epoch ms, an ISO-8601 string or a datetime, got {type(timestamp).__name__}")
 
 
 def _iso(timestamp_ms: int) -> str:
-    return _dt.datetime.fromtimestamp(timestamp_ms / 1000, _dt.timezone.utc).isoformat(timespec="milliseconds")
+    return (_EPOCH + timestamp_ms * _MS).isoformat(timespec="milliseconds")
 
 
 def _normalize_partitions(

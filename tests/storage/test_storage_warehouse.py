@@ -1278,3 +1278,24 @@ def test_a_ctrl_c_as_a_compaction_commits_leaves_the_merged_files_in_place(wh: W
     assert all(os.path.exists(p) for p in wh.file_uris(COMPACTED, 4))
     assert_same(wh.read(COMPACTED).drop("attrs"), expected.drop("attrs"))
     assert not os.path.exists(os.path.join(wh.path(COMPACTED), "_staging"))
+
+
+@pytest.mark.parametrize(
+    "timestamp, ms",
+    [
+        ("2038-08-06T11:20:50.766Z", 2164706450766),  # through a float: ...765
+        ("2024-11-21T00:00:00.123+00:00", 1732147200123),
+        ("2024-11-21T05:30:00.001+05:30", 1732147200001),
+        ("2024-11-21T00:00:00.999999", 1732147200999),  # floored to the ms, naive as UTC
+        ("1969-12-31T23:59:59.999Z", -1),
+        (dt.datetime(2038, 8, 6, 11, 20, 50, 766000, tzinfo=dt.timezone.utc), 2164706450766),
+    ],
+)
+def test_a_time_travel_instant_is_its_exact_millisecond(timestamp, ms) -> None:
+    """``Warehouse.read(timestamp=...)`` picks the latest commit at or before the instant: one ms
+    early, the instant of a commit gave the commit before it (0.6 % of instants went through a float
+    to the ms below)."""
+    from nsreplay.storage.warehouse import _iso, _timestamp_ms
+
+    assert _timestamp_ms(timestamp) == ms
+    assert _timestamp_ms(_iso(ms)) == ms
