@@ -108,6 +108,8 @@ from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 JOB = "replay"
 EVENTS_VERSION = "events_version"  # commit metadata: the silver.events version a replay's writes come from
 GOLD_QUALITY_JOB = "gold-quality"
+#: the replay_state rows of a NameServer's unit facts and start records take these unit ids, which no
+#: broker group takes (``units.group_unit_id``: "~" and a letter is the replay's own)
 FACTS_UNIT = "~facts"
 #: the replay_state row of a NameServer's start records up to the window end: (ts, rocketmq_version,
 #: config) in processing order, so that the next window reads only its own (see :func:`_start_records`)

@@ -40,6 +40,20 @@ from typing import Iterable
 KV_UNIT = "~kv"
 BASE_UNIT = "~base"  # sees only the records sent to every unit: the state a new unit starts from
 BROADCAST = "*"
+#: The replay's own unit ids (:data:`KV_UNIT`, :data:`BASE_UNIT`, and the ids of the rows the replay
+#: stage saves its facts and start records under) are this character followed by a letter; a broker
+#: group's id never is (:func:`group_unit_id`).
+RESERVED_PREFIX = "~"
+
+
+def group_unit_id(broker_name: str) -> str:
+    """The unit id of a broker group whose smallest brokerName is ``broker_name``: the name itself,
+    or, when it starts with :data:`RESERVED_PREFIX`, the name with one more in front ("~kv" is
+    "~~kv"). Any string is a brokerName, so a group named like a unit of the replay's own must not
+    take its id (it would share that unit's records and saved state). Injective, and the result is
+    never a :data:`RESERVED_PREFIX` followed by a letter."""
+    return RESERVED_PREFIX + broker_name if broker_name.startswith(RESERVED_PREFIX) else broker_name
+
 
 # Resize thresholds (entries) above which Java iteration order could change (spec §1).
 #   4.9 HashMap: addrs 128, live 256, clusters 32, resized when size > 0.75 x capacity.
@@ -81,7 +95,8 @@ class _UnionFind:
 
 @dataclass(frozen=True)
 class UnitMap:
-    """Where each request of one NameServer goes. Unit ids are the smallest brokerName of the unit."""
+    """Where each request of one NameServer goes. Unit ids are the smallest brokerName of the unit,
+    as :func:`group_unit_id` spells it."""
 
     by_broker_name: dict[str, str]
     by_addr: dict[str, str]
@@ -208,7 +223,7 @@ def assign_units(facts: Iterable[Membership], *, topic_groups: Iterable[tuple[st
     if whole and names:
         for name in names[1:]:
             uf.union(names[0], name)
-    by_name = {n: uf.find(n) for n in names}
+    by_name = {n: group_unit_id(uf.find(n)) for n in names}
     return UnitMap(
         by_broker_name=by_name,
         by_addr={a: by_name[n] for a, n in by_addr.items()},

@@ -3,6 +3,7 @@ rules of pipelines/replay/units.py (each rule alone, then the capacity fallback,
 
 from __future__ import annotations
 
+from pipelines.replay.run import FACTS_UNIT, STARTS_UNIT
 from pipelines.replay.units import BASE_UNIT, KV_UNIT, CarriedFacts, Membership, UnitFacts, UnitMap, WindowFacts, assign_units, carries_over
 
 
@@ -15,6 +16,22 @@ def test_groups_that_share_nothing_are_units_of_their_own() -> None:
         whole_namesrv=False,
     )
     assert got.units() == {"a", "b", KV_UNIT, BASE_UNIT}
+
+
+def test_a_brokername_spelled_like_a_unit_of_the_replay_is_a_unit_of_its_own() -> None:
+    """Any string is a brokerName, "~kv" and "~base" too: a group's unit id is never the KV unit's,
+    the base unit's or the id of the saved facts' and start records' rows (a group named so would
+    share their records and their saved state), and two groups never share an id."""
+    reserved = {KV_UNIT, BASE_UNIT, FACTS_UNIT, STARTS_UNIT}
+    names = sorted(reserved | {"~", "~~kv", "~x", "*", "a"})
+    got = assign_units([Membership(n, f"10.0.0.{i}:1", f"c{i}", "C") for i, n in enumerate(names)])
+    ids = list(got.by_broker_name.values())
+    assert len(set(ids)) == len(names) and not set(ids) & reserved
+    assert got.units() == set(ids) | {KV_UNIT, BASE_UNIT}
+    assert got.by_broker_name["a"] == "a" and got.by_broker_name["*"] == "*"  # other names stay their own ids
+    plan = carries_over(got, got)
+    assert plan[KV_UNIT] == KV_UNIT and plan[BASE_UNIT] == BASE_UNIT
+    assert all(plan[u] == u for u in ids)
 
 
 def test_an_address_a_connection_or_a_register_topic_body_joins_groups() -> None:
