@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 
 _JSON = "application/json"
 _STANDARD = 401  # answer as to a client of version >= 401: standard JSON
+#: The topic of ``/v1/route/{topic}`` and ``/v1/history/route/{topic}``: one non-empty path segment,
+#: percent-decoded, any character but an unencoded "/" ("%2F" is part of the segment), as the
+#: OpenAPI document says (``^[^/]+$``). aiohttp's default for ``{topic}`` (``[^{}/]+``) would also
+#: refuse "{" and "}", and a topic may hold any character.
+_TOPIC_SEGMENT = "{topic:[^/]+}"
 IndexGetter = Callable[[], RouteIndex]
 
 
@@ -325,10 +330,10 @@ def make_app(get_index: IndexGetter, config: ServeConfig | None = None) -> web.A
 
     app = web.Application(middlewares=[_guard])
     app.router.add_get("/v1/namesrvs", namesrvs)
-    app.router.add_get("/v1/route/{topic}", route)
+    app.router.add_get(f"/v1/route/{_TOPIC_SEGMENT}", route)
     app.router.add_get("/v1/cluster", cluster)
     app.router.add_get("/v1/topics", topics)
     app.router.add_get("/v1/tables/{table}", tables)
-    app.router.add_get("/v1/history/route/{topic}", history)
+    app.router.add_get(f"/v1/history/route/{_TOPIC_SEGMENT}", history)
     app.router.add_get("/openapi.json", openapi_json)
     return app

@@ -1,0 +1,102 @@
+"""Topics, brokerNames, clusters and addresses with unusual characters (the capture of
+``tests/replay/unusual_identifiers.py``: separators, quotes, braces, ``%``, spaces, unicode, system
+topics...) served by the Python API, the HTTP shim (topic percent-encoded in the path) and the
+remoting shim: each answers exactly what the reference model answers at the same instant.
+
+Over HTTP a topic is a non-empty path segment (``/openapi.json``: ``minLength: 1``) in a request
+line of at most 8190 bytes, so the empty topic and the 10 KB one are asked through the other two."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+from nsreplay.config import load_settings
+from nsreplay.history import PublishedHistory
+from nsreplay.model import ResponseCode, route_info, same_answer, topic_not_exist_remark
+from nsreplay.serving.remoting_client import RemotingClient, answer_of
+from nsreplay.storage import Warehouse
+from pipelines.ingest.run import run_ingest
+from pipelines.replay.run import run_replay
+from replay.differential import capture_records, model_steps
+from replay.unusual_identifiers import TOPICS, capture
+
+NAMESRVS = ("ns-4_9.example:9876", "[fe80::1]:9876")
+ASKED = sorted(set(TOPICS) | {"new|topic é", "b|c", "{x}", "}", "no-such"})
+
+
+def _over_http(topic: str) -> bool:
+    return topic != "" and len(topic.encode("utf-8")) < 4096
+
+
+@pytest.fixture(scope="module")
+def unusual_root(spark, tmp_path_factory) -> tuple[Path, str]:
+    """(capture dir, warehouse root) of the unusual-identifier capture, published."""
+    capture_dir = tmp_path_factory.mktemp("unusual-served")
+    (capture_dir / "all.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in capture(NAMESRVS)), encoding="utf-8")
+    root = str(tmp_path_factory.mktemp("unusual-served-wh"))
+    warehouse = Warehouse(root, spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(capture_dir), "unusual-served-ingest")
+    run_replay(spark, warehouse, load_settings(), "unusual-served-replay")
+    return capture_dir, root
+
+
+@pytest.fixture(scope="module")
+def model_instants(unusual_root) -> dict[str, list]:
+    """Per NameServer: the model's steps at a few instants (registrations, admin edits, expiries)."""
+    capture_dir, _ = unusual_root
+    records = capture_records(capture_dir)
+    steps = model_steps(records, max(r["ts"] for r in records), load_settings())
+    out = {}
+    for ns, own in steps.items():
+        at = [s for s in own if s.at_instant]
+        out[ns] = [at[i] for i in sorted({0, len(at) // 4, len(at) // 2, 3 * len(at) // 4, len(at) - 1})]
+    return out
+
+
+def test_every_topic_is_served_as_the_model_answers(unusual_root, model_instants, start_serve) -> None:
+    _, root = unusual_root
+    history = PublishedHistory(root)
+    server = start_serve(root, "--reload-interval", "0", "--remoting-port", "0", "--namesrv", NAMESRVS[1])
+    wrong = []
+    try:
+        port = int(re.search(r"remoting \S*?:(\d+)", server.line, re.IGNORECASE).group(1))
+        session = requests.Session()
+        with RemotingClient.connect("127.0.0.1", port) as remoting:
+            for ns, steps in model_instants.items():
+                for step in steps:
+                    for topic in ASKED:
+                        want = route_info(step.snapshot, topic, request_version=401)
+                        got = history.route_at(ns, topic, step.ts)
+                        if got.code != want.code or not same_answer(got, want):
+                            wrong.append(("route_at", ns, step.ts, topic[:40]))
+                        if _over_http(topic):
+                            path = requests.utils.quote(topic, safe="")
+                            r = session.get(f"{server.url}/v1/route/{path}", params={"namesrv": ns, "at": step.ts}, timeout=30)
+                            if want.code == ResponseCode.SUCCESS:
+                                ok = r.status_code == 200 and same_answer(r.content, want.body)
+                            else:
+                                ok = r.status_code == 404 and r.json() == {"code": 17, "remark": topic_not_exist_remark(topic, step.snapshot.profile)}
+                            if not ok:
+                                wrong.append(("http route", ns, step.ts, topic[:40], r.status_code, r.text[:100]))
+                            h = session.get(f"{server.url}/v1/history/route/{path}", params={"namesrv": ns, "to": step.ts}, timeout=30)
+                            entries = h.json() if h.status_code == 200 else None
+                            if want.code == ResponseCode.SUCCESS:  # the last change up to the instant is to the model's route
+                                ok = bool(entries) and entries[-1]["code"] == 0 and same_answer(json.dumps(entries[-1]["route"]).encode(), want.body)
+                            else:
+                                ok = entries is not None and (not entries or entries[-1]["code"] == ResponseCode.TOPIC_NOT_EXIST)
+                            if not ok:
+                                wrong.append(("http history", ns, step.ts, topic[:40], h.status_code, h.text[:100]))
+                        if ns == NAMESRVS[1]:
+                            for version in (121, 401):
+                                legacy = route_info(step.snapshot, topic, request_version=version)
+                                got = answer_of(remoting.route(topic, as_of=step.ts, version=version))
+                                if not (got.code == legacy.code and got.remark == legacy.remark and same_answer(got, legacy)):
+                                    wrong.append(("remoting", version, step.ts, topic[:40], got.code))
+    finally:
+        assert server.stop() == 0
+    assert not wrong, wrong[:20]
