@@ -1,7 +1,7 @@
 """A capture whose identifiers hold unusual characters: the separators a composite key or an encoding
 could use (``|``, ``/``, ``:``, ``,``, ``=``, tab, newline, NUL), quotes, backslash, ``%``, spaces
 (leading and trailing too), unicode (accents, CJK, an emoji outside the BMP, a combining mark), an
-empty name, a 10 KB name, names that differ only in case, RocketMQ's own system topics, and the
+empty name, a 10 KB name, the line breaks JSON leaves unescaped (U+2028, U+2029, U+0085), names that differ only in case, RocketMQ's own system topics, and the
 replay's own unit ids (``~kv``, ``~base``, ``~facts``, ``~starts``, ``*``) as brokerNames.
 
 Two NameServers, one per profile (4.9 and 5.x), each with brokers registering such topics under such
@@ -26,6 +26,8 @@ TOPICS = (
     "pct%41", "pct%2F", "sp ace", " lead", "trail ", "é", "中文", "emoji\U0001F600", "e\u0301", "Topic", "topic",
     "%RETRY%group", "%DLQ%group", "rmq_sys_TRANS_HALF_TOPIC", "TBW102", "SCHEDULE_TOPIC_XXXX", "",
     "L" * 10240, '["a","b"]', "{}", "null",
+    # line breaks JSON does not escape (written raw when not ASCII-escaped), a byte-order mark
+    "ls\u2028x", "ps\u2029x", "nel\u0085x", "\ufeff",
 )
 
 #: (cluster, brokerName, address, haServerAddr, filter servers) of each broker group's master.
@@ -43,7 +45,8 @@ BROKERS = (
     ("c=1", "~facts", "host-13:10911", "ha13", ()),
     ("c=1", "~starts", "host-14:10911", "ha14", ()),
     ("c=1", "*", "host-11:10911", "ha11", ()),
-    ("c/1", "a|b|c", "host-12:10911", "ha12", ()),
+    ("c/1", "a|b|c", "host-12:10911", "ha\u2028\u0085", ("f\u2029",)),
+    ("", "", "host-15:10911", "ha15", ()),
 )
 
 #: The instant after which only ``*`` and ``a|b|c`` of :data:`BROKERS` have yet to register: a
@@ -92,6 +95,7 @@ def stream(namesrv: str, five: bool) -> list[dict[str, Any]]:
     records.append(request(t + 7, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "中文", "value": "broker/é:8"}, namesrv=namesrv))
     records.append(request(t + 8, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "", "value": ""}, namesrv=namesrv))
     records.append(request(t + 9, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "emoji\U0001F600", "value": "~kv:1"}, namesrv=namesrv))
+    records.append(request(t + 9, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "q'\"", "value": 'q"\\\n\u0000\U0001F600:1'}, namesrv=namesrv))
     if five:
         qd = [{"brokerName": n, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0} for n in ("~base", "*", "emoji\U0001F600b")]
         records.append(request(t + 10, 217, {"topic": "new|topic é"}, body={"queueDatas": qd}, namesrv=namesrv))
