@@ -14,15 +14,16 @@ from nsreplay.config import load_settings
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import run_replay
-from unusual_identifiers import AFTER_RESERVED_NAMES, S, capture
+from schemas.gold import ROUTE_FIDELITY
+from unusual_identifiers import AFTER_RESERVED_NAMES, S, capture, with_route_answers
 
 
 @pytest.fixture(scope="module")
 def unusual_published(spark, tmp_path_factory) -> tuple[Path, str]:
     """(capture dir, warehouse root) of the unusual-identifier capture, ingested, replayed, published;
-    one file written with JSON escapes, the other with raw UTF-8."""
+    one file written with JSON escapes, the other with raw UTF-8; with captured route answers."""
     root_dir = tmp_path_factory.mktemp("unusual")
-    records = capture()
+    records = with_route_answers(capture())
     half = len(records) // 2
     (root_dir / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[half:]), encoding="utf-8")
     (root_dir / "a.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records[:half]), encoding="utf-8")
@@ -67,3 +68,11 @@ def test_unusual_identifiers_match_the_model_in_windows(spark, tmp_path_factory)
     compare_changes(spark, root_dir, root)
     keyframes, mismatches, notes = compare_keyframes(root_dir, root)
     assert keyframes >= 2 and mismatches == 0, "\n".join(notes[:20])
+
+
+def test_captured_route_answers_for_unusual_topics_all_match(spark, unusual_published) -> None:
+    """gold.route_fidelity judges every captured answer (each the model's own) a match."""
+    _, root = unusual_published
+    judged = Warehouse(root, spark, "delta-rs").read(ROUTE_FIDELITY).select("topic", "request_version", "match").collect()
+    responses = sum(1 for r in with_route_answers(capture()) if r["kind"] == "response")
+    assert len(judged) == responses and [r for r in judged if not r["match"]] == []

@@ -13,8 +13,11 @@ order configs, a channel close, an unregister and expiries, so every table chang
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
+from nsreplay.model import route_info, state_at
 from nsreplay.model.records import channel, namesrv_start, register_broker, request, unregister_broker
 
 S = 1732147200000
@@ -119,4 +122,35 @@ def capture(namesrvs: tuple[str, str] = ("ns-4_9.example:9876", "[fe80::1]:9876"
         for seq, record in enumerate(records):
             record["seq"] = seq
         out += records
+    return out
+
+
+#: Where :func:`with_route_answers` asks: after the admin requests, before any expiry.
+ASKED_AT = S + 12_500
+
+
+def with_route_answers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` plus, for every NameServer, GET_ROUTEINFO_BY_TOPIC requests at :data:`ASKED_AT`
+    for every topic of :data:`TOPICS` and one that never existed, each with the model's true answer
+    captured (legacy shape, raw bytes, for version 121; standard JSON as a ``body`` object for 401),
+    on a client connection named with unusual characters too."""
+    out = list(records)
+    for namesrv in sorted({r["namesrv"] for r in records}):
+        own = [r for r in records if r["namesrv"] == namesrv]
+        profile = "rocketmq-5" if any(r.get("rocketmq_version", "").startswith("5") for r in own) else "rocketmq-4.9"
+        state = state_at(own, namesrv, ASKED_AT, default_profile=profile)
+        seq = max(r["seq"] for r in own) + 1
+        for opaque, (topic, version) in enumerate(((t, v) for t in (*TOPICS, "never|there é") for v in (121, 401)), start=1000):
+            truth = route_info(state, topic, request_version=version)
+            conn = "client|é\u0000#1"
+            out.append(request(ASKED_AT, 105, {"topic": topic}, conn=conn, opaque=opaque, version=version, namesrv=namesrv, seq=seq))
+            response: dict[str, Any] = {"namesrv": namesrv, "ts": ASKED_AT, "kind": "response", "code": truth.code, "opaque": opaque, "conn": conn, "seq": seq + 1}
+            if truth.body is not None and version < 401:
+                response["body_b64"] = base64.b64encode(truth.body).decode("ascii")
+            elif truth.body is not None:
+                response["body"] = json.loads(truth.body)
+            if truth.remark is not None:
+                response["remark"] = truth.remark
+            out.append(response)
+            seq += 2
     return out
