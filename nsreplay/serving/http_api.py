@@ -28,9 +28,10 @@ Contract (the OpenAPI document in :mod:`nsreplay.serving.openapi` is the detaile
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import orjson
 from aiohttp import web
@@ -43,7 +44,7 @@ from nsreplay.serving.index import STOPPED_BY_CHANGES, STOPPED_BY_EXAMINED, Hist
 from nsreplay.serving.openapi import HISTORY_PARAMS, ROUTE_PARAMS, openapi_document
 from nsreplay.storage.stored_table import StoredReadError
 
-__all__ = ["BadRequest", "RunChanged", "make_app"]
+__all__ = ["BadRequest", "RunChanged", "example_topics", "make_app"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,18 @@ _STANDARD = 401  # answer as to a client of version >= 401: standard JSON
 #: OpenAPI document says (``^[^/]+$``). aiohttp's default for ``{topic}`` (``[^{}/]+``) would also
 #: refuse "{" and "}", and a topic may hold any character.
 _TOPIC_SEGMENT = "{topic:[^/]+}"
+#: The longest topic (UTF-8 bytes) the OpenAPI document offers as an example: percent-encoded, its
+#: path stays far below aiohttp's request-line limit (8190 bytes).
+_EXAMPLE_TOPIC_MAX_BYTES = 200
+
+
+def example_topics(topics: Iterable[str], count: int = 3) -> list[str]:
+    """The first ``count`` of ``topics`` in sorted order that the path parameter ``{topic}`` can
+    carry as the OpenAPI document describes it (``minLength: 1``, ``^[^/]+$``) and a request line
+    can hold (:data:`_EXAMPLE_TOPIC_MAX_BYTES`): the examples the document gives. Any topic may be
+    asked for; an empty one, one with "/" or a very long one only makes a poor example."""
+    usable = (t for t in sorted(set(topics)) if t and "/" not in t and len(t.encode("utf-8")) <= _EXAMPLE_TOPIC_MAX_BYTES)
+    return list(itertools.islice(usable, count))
 IndexGetter = Callable[[], RouteIndex]
 
 
@@ -246,7 +259,7 @@ def make_app(get_index: IndexGetter, config: ServeConfig | None = None) -> web.A
         if index.run_id not in documents:
             covered = index.coverage()
             instants = [format_ms(c.from_ts + (c.to_ts - c.from_ts) // 3) for c in covered[:1]] + [str(c.to_ts) for c in covered[:1]]
-            topics = sorted({t for c in covered for t in index.topic_names(c.namesrv)})[:3]
+            topics = example_topics(t for c in covered for t in index.topic_names(c.namesrv))
             documents.clear()
             documents[index.run_id] = orjson.dumps(openapi_document(namesrvs=[c.namesrv for c in covered], instants=instants, topics=topics,
                                                                     run_id=index.run_id, history_max_changes=limits.history_max_changes))

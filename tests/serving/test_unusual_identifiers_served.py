@@ -100,3 +100,24 @@ def test_every_topic_is_served_as_the_model_answers(unusual_root, model_instants
     finally:
         assert server.stop() == 0
     assert not wrong, wrong[:20]
+
+
+def test_the_documents_topic_examples_are_topics_the_path_can_carry(unusual_root, start_serve) -> None:
+    """/openapi.json gives topics of the warehouse as examples of the path parameter: each must meet
+    the parameter's own schema (non-empty, no "/", a request line aiohttp reads), and asking it
+    answers a route or code 17, never "no such endpoint" or a 400. This warehouse's first topics in
+    sorted order are "", " lead" and "%DLQ%group"."""
+    _, root = unusual_root
+    server = start_serve(root, "--reload-interval", "0")
+    try:
+        document = requests.get(f"{server.url}/openapi.json", timeout=30).json()
+        for path in ("/v1/route/{topic}", "/v1/history/route/{topic}"):
+            (param,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "topic"]
+            examples = [e["value"] for e in param["examples"].values()]
+            assert examples, path
+            for topic in examples:
+                assert len(topic) >= param["schema"]["minLength"] and re.fullmatch(param["schema"]["pattern"].strip("^$"), topic), (path, topic)
+                r = requests.get(f"{server.url}{path.replace('{topic}', requests.utils.quote(topic, safe=''))}", params={"namesrv": NAMESRVS[0]}, timeout=30)
+                assert r.status_code in (200, 404) and "error" not in r.json(), (path, topic, r.text[:200])
+    finally:
+        assert server.stop() == 0
