@@ -88,6 +88,7 @@ from pipelines.replay.stale import (
     settled_events_version,
     stale_windows_published_by,
 )
+from pipelines.replay.unit_replay import StateFormatError, load_state
 from pipelines.replay.units import CarriedFacts, UnitFacts, UnitMap, WindowFacts, carries_over
 from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
 from schemas.gold import (
@@ -236,6 +237,24 @@ def _resume_point(warehouse: Warehouse, published: Published | None, window_from
         if published is None:
             return None
         return resolve_start(window_from, origins, _state_ends(_published_states(warehouse, published), window_from), from_last_good)
+
+
+def _check_state_format(warehouse: Warehouse, carried: DataFrame, after: int) -> None:
+    """Refuse, before any task runs, to resume from unit states of another state layout than this
+    code's (:func:`~pipelines.replay.unit_replay.load_state`): a warehouse whose windows an older
+    nsreplay replayed. One unit row is read (all the states of a window come from one run, so one
+    code); the refusal names the way forward, a backfill of the whole history from its first record,
+    which replays every window from the start under this code's layout."""
+    sample = carried.where(~F.col("unit").isin(FACTS_UNIT, STARTS_UNIT)).select("state").limit(1).collect()
+    if not sample:
+        return
+    try:
+        load_state(sample[0].state)
+    except StateFormatError as exc:
+        raise StateFormatError(
+            f"the replay states published at {format_ms(after)} were written by another nsreplay version ({exc}) and cannot be "
+            f"resumed; replay the history again from its first record: nsreplay backfill --warehouse {shlex.quote(str(warehouse.root))} "
+            f"--from start") from exc
 
 
 def _start_records(events: Callable[[ColumnRange | None], DataFrame], carried: Mapping[str, list], origins: Mapping[str, int],
@@ -491,6 +510,7 @@ def replay_window(
     previous_facts: dict[str, CarriedFacts] = {}
     previous_starts: dict[str, list] = {}
     if carried is not None:
+        _check_state_format(warehouse, carried, after)
         # two small rows per NameServer
         for r in carried.where(F.col("unit").isin(FACTS_UNIT, STARTS_UNIT)).select("namesrv", "unit", "state").collect():
             if r.unit == FACTS_UNIT:
@@ -812,6 +832,7 @@ __all__ = [
     "NotWrittenError",
     "PublishRefusedError",
     "ReplayResult",
+    "StateFormatError",
     "check_window",
     "latest_publish",
     "publish_window",

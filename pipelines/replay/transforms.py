@@ -20,7 +20,7 @@ from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, St
 from nsreplay.model import profile_for_version
 from nsreplay.runtime import local_frame
 from nsreplay.storage.arrow_types import to_arrow_schema
-from pipelines.replay.unit_replay import ROW_COLUMNS, UnitReplay, register_body
+from pipelines.replay.unit_replay import ROW_COLUMNS, UnitReplay, load_state, register_body
 from pipelines.replay.units import BROADCAST, KV_UNIT, Membership, UnitFacts, UnitMap, WindowFacts
 from pipelines.worker import gc_paused, steady_archive_imports, table_rows
 from schemas.silver import BODY
@@ -332,7 +332,7 @@ def replay_units(
             return arrow_schema.empty_table()
         namesrv, unit = first[0]["namesrv"], first[0]["unit"]
         if resumed.num_rows:
-            unit_replay = pickle.loads(resumed[STATE_COLUMN][0].as_py())
+            unit_replay = load_state(resumed[STATE_COLUMN][0].as_py())
             out = [{"namesrv": namesrv, "unit": unit, **row} for row in unit_replay.carried()]
         else:
             profile, config = defaults[namesrv]

@@ -21,6 +21,7 @@ belongs to one broker group, so rows of different units never collide:
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import fields, is_dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping
@@ -184,6 +185,94 @@ class RecordBuilder:
         return rec, None
 
 
+#: The layout of a pickled :class:`UnitReplay`: its own attributes and those of every object it
+#: holds (``nsreplay.model``, ``nsreplay.protocol.register_body``). Bump it with any change to an
+#: attribute of those classes; a state of another format is refused (:func:`load_state`), never
+#: resumed. States written before the stamp existed (before 2026-11-30) carry none: they are
+#: resumed only when every object in them has the attributes this code's classes read
+#: (:func:`layout_difference`).
+STATE_FORMAT = 1
+
+_STATE_MODULES = ("nsreplay.", "pipelines.")
+
+
+@lru_cache(maxsize=1)
+def _fresh_attributes() -> dict[type, frozenset[str]]:
+    """The attributes of every plain (not dataclass) object a fresh :class:`UnitReplay` of this code
+    holds, by class: what a resumed state must have at least."""
+    out: dict[type, frozenset[str]] = {}
+    for profile in ("rocketmq-4.9", "rocketmq-5"):
+        for obj in _state_objects(UnitReplay(origin=0, default_profile=profile)):
+            if not is_dataclass(obj) and hasattr(obj, "__dict__"):
+                out[type(obj)] = out.get(type(obj), frozenset(vars(obj))) & frozenset(vars(obj))
+    return out
+
+
+def _state_objects(root: object) -> Iterator[object]:
+    """Every object of the project's classes reachable from ``root`` through containers and the
+    attributes of such objects (each once)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, Mapping):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        if type(obj).__module__.startswith(_STATE_MODULES):
+            yield obj
+            if hasattr(obj, "__dict__"):
+                stack.extend(vars(obj).values())
+
+
+def layout_difference(root: object) -> str | None:
+    """``None`` when every object of the project's classes in ``root`` (a loaded, unstamped state)
+    has the attributes this code's class gives it: a dataclass exactly its fields, a plain class at
+    least those of a fresh :class:`UnitReplay`'s objects (a cache filled later may be absent from
+    those); otherwise the first difference found, as text. A NamedTuple that gained or lost a field
+    does not get this far: it fails to unpickle."""
+    fresh = _fresh_attributes()
+    for obj in _state_objects(root):
+        if not hasattr(obj, "__dict__"):
+            continue
+        has = frozenset(vars(obj))
+        name = type(obj).__qualname__
+        if is_dataclass(obj):
+            expected = frozenset(f.name for f in fields(obj))
+            if has != expected:
+                return f"{name} has {sorted(has - expected)} and lacks {sorted(expected - has)}"
+        elif type(obj) not in fresh:
+            return f"{name} is not part of this code's states"
+        elif not fresh[type(obj)] <= has:
+            return f"{name} lacks {sorted(fresh[type(obj)] - has)}"
+    return None
+
+
+class StateFormatError(RuntimeError):
+    """A stored replay state was written by nsreplay code of another state layout
+    (:data:`STATE_FORMAT`): it cannot be resumed, the windows must be replayed again."""
+
+
+def load_state(blob: bytes) -> "UnitReplay":
+    """The :class:`UnitReplay` pickled in ``blob`` (a ``gold.replay_state`` unit row). Raises
+    :class:`StateFormatError` when it was written under another :data:`STATE_FORMAT` or none, and
+    when it cannot be unpickled at all because a class it holds changed (an attribute added,
+    removed or renamed, a class moved): never a replay resumed from a state it does not describe."""
+    try:
+        state = pickle.loads(blob)
+    except StateFormatError:
+        raise
+    except Exception as exc:  # a class of the state's code differs: any error of its constructors
+        raise StateFormatError(f"state format unreadable by this code ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(state, UnitReplay):
+        raise StateFormatError(f"state holds a {type(state).__name__}, not a UnitReplay")
+    return state
+
+
 class UnitReplay:
     """The replay of one unit, resumable: its complete state (the NameServer's tables, stored
     connections and dataVersions, the KV store, the last emitted snapshot, the tick phase and the
@@ -212,12 +301,18 @@ class UnitReplay:
         state = dict(self.__dict__)
         state["builder"] = None
         state["texts"] = None  # a cache of JSON texts, not state
+        state["state_format"] = STATE_FORMAT
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        found = state.pop("state_format", None)
+        if found is not None and found != STATE_FORMAT:
+            raise StateFormatError(f"state format {found}, this code resumes format {STATE_FORMAT} only")
         self.__dict__.update(state)
         self.builder = RecordBuilder()
         self.texts = {}
+        if found is None and (difference := layout_difference(self)) is not None:
+            raise StateFormatError(f"state format none (written before 2026-11-30) and not this code's layout: {difference}")
 
     def carried(self) -> Iterator[dict[str, Any]]:
         """The put rows that opened every interval still open (``carried`` marks them)."""
