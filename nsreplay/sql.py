@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
 from nsreplay.history import PublishedHistory
 from nsreplay.storage import Warehouse
@@ -88,6 +89,20 @@ VIEWS = {
 }
 
 
+def capture_lines(warehouse: Warehouse) -> DataFrame:
+    """Every captured line whole, in ``bronze.captures_raw``'s columns: the lines stored split are
+    made whole with ``bronze.capture_bodies`` (:func:`~pipelines.ingest.transforms.whole_lines`).
+    A bronze written by an nsreplay from before bodies were split off (2026-11-21: neither that
+    table nor the ``body_ref`` column) stores every line whole: its lines as they are, ``body_ref``
+    null. ``bronze.captures_raw`` must exist."""
+    lines = warehouse.read(CAPTURES_RAW)
+    if "body_ref" not in lines.columns:
+        lines = lines.withColumn("body_ref", F.lit(None).cast(StringType()))
+    if not warehouse.exists(CAPTURE_BODIES):
+        return lines.select(*CAPTURES_RAW.schema.fieldNames())
+    return whole_lines(lines, warehouse.read(CAPTURE_BODIES))
+
+
 def register_views(spark: SparkSession, root: str) -> dict[str, str]:
     """Register the published gold tables as temporary views; returns {view: table@version}."""
     history = PublishedHistory(root)
@@ -108,8 +123,8 @@ def register_views(spark: SparkSession, root: str) -> dict[str, str]:
         if spec in intervals:
             table.createOrReplaceTempView(_raw(view))
     warehouse.read(PUBLISH_LOG).createOrReplaceTempView("publish_log")
-    if warehouse.exists(CAPTURES_RAW) and warehouse.exists(CAPTURE_BODIES):
-        whole_lines(warehouse.read(CAPTURES_RAW), warehouse.read(CAPTURE_BODIES)).createOrReplaceTempView("capture_lines")
+    if warehouse.exists(CAPTURES_RAW):
+        capture_lines(warehouse).createOrReplaceTempView("capture_lines")
         registered["capture_lines"] = "view over bronze.captures_raw and bronze.capture_bodies"
     spark.sql("CREATE OR REPLACE TEMPORARY FUNCTION alive(valid_from BIGINT, valid_to BIGINT, t BIGINT) RETURNS BOOLEAN "
               "RETURN valid_from <= t AND (valid_to IS NULL OR t < valid_to)")

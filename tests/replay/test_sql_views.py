@@ -209,3 +209,25 @@ def test_every_example_of_the_notebook_guide_runs(spark, published, monkeypatch)
     assert len(statements) >= 9
     for statement in statements:
         spark.sql(statement).collect()  # an unknown view, column or function fails here
+
+
+def test_capture_lines_view_reads_a_bronze_written_before_bodies_were_split(spark, published, tmp_path) -> None:
+    """A warehouse ingested by nsreplay before ``bronze.capture_bodies`` (2026-11-21: no such table,
+    no ``body_ref`` column, every line stored whole) still has the ``capture_lines`` view."""
+    import shutil
+
+    from deltalake import write_deltalake
+
+    capture, root = published
+    old = tmp_path / "old-wh"
+    shutil.copytree(root, old)
+    register_views(spark, root)
+    whole = spark.sql("SELECT * FROM capture_lines").drop("body_ref").toPandas()
+    shutil.rmtree(old / "bronze" / "capture_bodies")
+    shutil.rmtree(old / "bronze" / "captures_raw")
+    write_deltalake(str(old / "bronze" / "captures_raw"), whole, partition_by=["ingest_date"])
+    registered = register_views(spark, str(old))
+    assert "capture_lines" in registered
+    got = spark.sql("SELECT source_file, line_no, line, body_ref FROM capture_lines")
+    want = [(str(path), no, text, None) for path in sorted(capture.glob("*.jsonl")) for no, text in enumerate(path.read_text().splitlines(), start=1)]
+    assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
