@@ -187,10 +187,11 @@ class RecordBuilder:
 
 #: The layout of a pickled :class:`UnitReplay`: its own attributes and those of every object it
 #: holds (``nsreplay.model``, ``nsreplay.protocol.register_body``). Bump it with any change to an
-#: attribute of those classes; a state of another format is refused (:func:`load_state`), never
-#: resumed. States written before the stamp existed (before 2026-11-30) carry none: they are
-#: resumed only when every object in them has the attributes this code's classes read
-#: (:func:`layout_difference`).
+#: attribute of those classes, in name or in meaning; a state of another format is refused
+#: (:func:`load_state`), never resumed. Whatever its stamp, a state is also resumed only when every
+#: object in it has the attributes this code's classes read (:func:`layout_difference`): a change
+#: of attributes made without a bump is refused as well. States written before the stamp existed
+#: (before 2026-11-30) carry none.
 STATE_FORMAT = 1
 
 _STATE_MODULES = ("nsreplay.", "pipelines.")
@@ -311,8 +312,9 @@ class UnitReplay:
         self.__dict__.update(state)
         self.builder = RecordBuilder()
         self.texts = {}
-        if found is None and (difference := layout_difference(self)) is not None:
-            raise StateFormatError(f"state format none (written before 2026-11-30) and not this code's layout: {difference}")
+        if (difference := layout_difference(self)) is not None:
+            written = "none (written before 2026-11-30)" if found is None else str(found)
+            raise StateFormatError(f"state format {written} and not this code's layout: {difference}")
 
     def carried(self) -> Iterator[dict[str, Any]]:
         """The put rows that opened every interval still open (``carried`` marks them)."""

@@ -72,6 +72,15 @@ def test_a_state_written_before_the_stamp_lacking_an_attribute_is_refused(monkey
         load_state(_unstamped(unit, monkeypatch))
 
 
+def test_a_stamped_state_lacking_an_attribute_is_refused_too() -> None:
+    """A change of the classes' attributes made without bumping STATE_FORMAT: the layout check
+    refuses the state all the same."""
+    unit = _fed()
+    del unit.ns._order_topic_conf
+    with pytest.raises(StateFormatError, match=rf"state format {STATE_FORMAT} and not this code's layout: NameServer lacks \['_order_topic_conf'\]"):
+        load_state(pickle.dumps(unit, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def test_a_state_written_before_the_stamp_with_other_dataclass_fields_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A frozen dataclass unpickles whatever attributes it was given: an older field set is refused."""
     unit = _fed()
