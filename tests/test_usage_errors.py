@@ -442,5 +442,6 @@ def test_py4j_report_of_the_session_call_a_ctrl_c_cut_short_is_left_out(tmp_path
     the filters are installed once per process."""
     job = tmp_path / "session_job.py"
     job.write_text(SESSION_CUT_SHORT)
-    result = subprocess.run([sys.executable, str(job)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, str(job)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+                            preexec_fn=default_sigint)  # a test runner's worker may ignore SIGINT, and its children with it
     assert (result.returncode, result.stderr, result.stdout) == (130, "session_job.py: interrupted\n", "")
