@@ -7,7 +7,9 @@ Contract:
   which ``gzip -t`` accepts) are ignored. Zero bytes with more after them are a hole (blocks a crash
   left zeroed, the writing having gone on after it), not the end: see the gap below.
 * Lines are split at ``\\n`` (a trailing ``\\r`` is dropped) and numbered from 1. A last line without a
-  newline is still a line. A file of zero bytes yields no line.
+  newline is still a line, marked ``unterminated``: a writer may still have been writing it (the
+  ingest quarantines such a line that does not parse as ``incomplete_line``). A file of zero bytes
+  yields no line.
 * Nothing is lost silently. Every problem becomes a :class:`CaptureLine` with a ``read_error``:
   ``line_too_long`` (longer than ``max_line_bytes`` without its trailing ``\\r``; only the first
   ``keep_bytes``, at most ``max_line_bytes``, are kept; ``line_bytes`` is the full length),
@@ -117,6 +119,7 @@ class RawLine:
     line_bytes: int
     read_error: str | None = None
     damaged_from: int | None = None  # on a ``corrupt_gzip`` line: where its damaged member began
+    unterminated: bool = False  # the file's last line, read whole but ended by the end of the file, not by a newline
 
 
 def decoded(line: RawLine) -> CaptureLine:
@@ -653,9 +656,10 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
             damaged = max(member_first, flagged + 1)
         yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag() or exc.reason, damaged)
         return
-    if buf or overflow or damaged is not None:  # the file ends in damage: its last line, possibly empty
+    if buf or overflow or damaged is not None:  # the file ends in damage (its last line, possibly empty), or without a newline
         line_no += 1
-        yield _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag(), damaged)
+        last = _buffered_line(line_no, buf, overflow, max_line_bytes, keep_bytes, flag(), damaged)
+        yield last if last.read_error else replace(last, unterminated=True)
 
 
 def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[CaptureLine]:

@@ -9,7 +9,8 @@ parser, its decoded form for ``silver.topic_configs``) or a :class:`Rejected` on
 ``crc_mismatch``, ``too_deep`` (JSON nested deeper than the 254 levels orjson can write back),
 ``quality:<rule>`` (a row-level data-quality rule) and the reader's own
 ``line_too_long``, ``truncated_gzip``, ``corrupt_gzip``, ``not_gzipped``, ``zero_bytes``,
-``unreadable_file``.
+``unreadable_file``; the ingest's ``incomplete_line`` is a file's last line, without a newline,
+that is ``invalid_json`` or ``invalid_utf8`` (:func:`pipelines.ingest.transforms.read_line_row`).
 
 Whatever is accepted fits the columns it goes to (integers in their Arrow type's range, strings
 encodable as UTF-8) and is something the reference model (:mod:`nsreplay.model`) can replay: a value

@@ -24,7 +24,11 @@ A file already ingested by a successful run (same path, size and modification ti
 re-ingesting the same files adds nothing; skipped files are counted in the run row
 (``files_skipped``), not listed in ``bronze.ingest_files``: a schedule that reads the same directory
 every run would otherwise add a row for every old file at every run. A record seen before (same
-``record_id``) counts as a duplicate. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
+``record_id``) counts as a duplicate. A file ingested before under another size or modification
+time (a file still being written, or written anew) is read again whole: its records count as
+duplicates, and so do its lines that ``silver.quarantine`` holds already (same file, line number,
+text and reason; ``IngestResult.quarantined_before``), so a bad line is quarantined once however
+often its file is read. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_c
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
 from pipelines.ingest.transforms import (
+    QUARANTINED_BEFORE,
     ParseOptions,
     ReadOptions,
     accepted_events,
@@ -55,6 +60,7 @@ from pipelines.ingest.transforms import (
     damaged_members,
     duplicate_ids,
     first_quarantined,
+    mark_quarantined_before,
     new_bodies,
     new_body_texts,
     new_events,
@@ -138,7 +144,7 @@ class IngestResult:
     files_skipped: int
     lines_read: int
     accepted: int
-    duplicates: int
+    duplicates: int  # records seen before, and lines quarantined before (``quarantined_before`` of them)
     quarantined: int
     quarantined_by_reason: dict[str, int]
     new_bodies: int
@@ -151,6 +157,7 @@ class IngestResult:
     discarded: tuple[str, ...] = ()  # abandoned runs whose rows this run deleted first (pipelines.ingest.abandoned)
     warehouse: str = ""  # the warehouse root, for the commands the messages suggest
     ignored: tuple[str, ...] = ()  # what the capture directory holds that was not read (CaptureListing.ignored)
+    quarantined_before: int = 0  # lines of files read again that silver.quarantine holds already (in duplicates)
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
@@ -160,7 +167,9 @@ class IngestResult:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
         return (
             f"ingest {self.run_id}: {self.status}; files {self.files_read} read, {self.files_skipped} already ingested; "
-            f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates} + quarantined {self.quarantined} "
+            f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates}"
+            + (f" ({self.quarantined_before} of them lines quarantined before)" if self.quarantined_before else "")
+            + f" + quarantined {self.quarantined} "
             f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
         ) + (f"\n{self.discard_note()}" if self.discarded else "") + (f"\n{self.late_data()}" if self.stale else "") + (
             f"\n{self.ignored_note()}" if self.ignored else ""
@@ -221,7 +230,7 @@ class _LineCounts:
         for r in parsed.groupBy("status", "reason", "source_file").count().collect():
             by_status[r.status] = by_status.get(r.status, 0) + r["count"]
             per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
-            if r.reason:
+            if r.reason and r.status == "quarantined":  # not a line quarantined before (mark_quarantined_before)
                 by_reason[r.reason] = by_reason.get(r.reason, 0) + r["count"]
                 quarantined[r.source_file] = quarantined.get(r.source_file, 0) + r["count"]
             if r.reason == "unreadable_file":
@@ -235,7 +244,9 @@ def _utc_date(ms: int) -> str:
 
 def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tuple[str, int, int]]:
     """Fingerprints of the given files that a successful run has ingested (file metadata only). A
-    file that could not be read is not among them: once readable, the next run reads it."""
+    file that could not be read is not among them: once readable, the next run reads it. A path
+    among them under another size or modification time is a file read again (it grew, or was
+    written anew)."""
     paths = [f.path for f in files]
     known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable")).where(F.col("source_file").isin(paths))
     return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
@@ -315,6 +326,16 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
                 counts = _LineCounts.of(parsed)  # computes the new cache in full: the lines as read can go
                 as_read.unpersist()
             clock.lap("quarantine damaged gzip members")
+        # a file read again yields the bad lines quarantined when it was read before: they count as duplicates
+        read_before = {path for path, _, _ in done} & {p for p, n in counts.quarantined_per_file.items() if n}
+        if read_before:
+            as_read = parsed
+            known = warehouse.read(QUARANTINE).where(F.col("source_file").isin(sorted(read_before)))
+            parsed = mark_quarantined_before(as_read, known).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(parsed)
+            counts = _LineCounts.of(parsed)
+            as_read.unpersist()
+            clock.lap("lines quarantined before")
         by_status, by_reason, per_file, unreadable = counts.by_status, counts.by_reason, counts.per_file, counts.unreadable
         events_all = accepted_events(parsed)
         existing_ids = _existing_record_ids(warehouse, events_all)
@@ -336,7 +357,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         clock.lap("dedup, bodies")
         spans = {r.namesrv: (r.first, r.last) for r in events.groupBy("namesrv").agg(F.min("ts").alias("first"), F.max("ts").alias("last")).collect()} if n_events else {}  # one row per NameServer
         window = (min(f for f, _ in spans.values()), max(t for _, t in spans.values())) if spans else (None, None)
-        metrics = RunMetrics(lines_read, n_events, accepted_total - n_events, by_status.get("quarantined", 0), by_reason.get("unreadable_file", 0))
+        quarantined_before = by_status.get(QUARANTINED_BEFORE, 0)
+        metrics = RunMetrics(lines_read, n_events, accepted_total - n_events + quarantined_before, by_status.get("quarantined", 0),
+                             by_reason.get("unreadable_file", 0))
         report = validate_ingest(
             spark,
             run_id=run_id,
@@ -374,6 +397,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             lines_read=lines_read,
             accepted=metrics.accepted,
             duplicates=metrics.duplicates,
+            quarantined_before=quarantined_before,
             quarantined=metrics.quarantined,
             quarantined_by_reason=by_reason,
             new_bodies=n_bodies,

@@ -140,12 +140,28 @@ def read_line_row(parser: LineParser, source_file: str, line: RawLine, options: 
             detail += f"; as read it is {_as_read(parser, line, options)}"
     else:
         reason, detail, namesrv, ts = verdict.reason, verdict.detail, verdict.namesrv, verdict.ts
+        if line.unterminated and reason in CUT_SHORT_REASONS:
+            reason, detail = "incomplete_line", incomplete_line_detail(reason, detail)
     if text is None:
         text = line.data.decode("utf-8")  # a split line: its bytes are UTF-8
     row.update(status="quarantined", reason=reason, detail=detail, raw_text=text[: options.keep_bytes], namesrv=namesrv, ts=ts)
     for key in ("record_id", "body_id"):
         row.pop(key, None)
     return row
+
+
+#: What a line cut short while it was being written can be quarantined for (JSON cut off, or a
+#: UTF-8 sequence cut in its middle): the file's last line, without a newline, is then ``incomplete_line``.
+CUT_SHORT_REASONS = frozenset({"invalid_json", "invalid_utf8"})
+
+
+def incomplete_line_detail(reason: str, detail: str | None) -> str:
+    """What the quarantine says of a file's last line that has no newline and does not parse."""
+    return (
+        f"the file's last line has no newline and does not parse ({reason}: {detail}): a writer may have been writing it "
+        "when the file was read. Once the file has changed, the next ingest reads it again whole, and takes the line if it "
+        "is complete by then"
+    )
 
 
 def _as_read(parser: LineParser, line: RawLine, options: ParseOptions) -> str:
@@ -237,6 +253,27 @@ def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOption
 
 
 # --------------------------------------------------------------------------------------- splitting
+
+
+#: The status of a line that a run read again and quarantined before (:func:`mark_quarantined_before`).
+QUARANTINED_BEFORE = "quarantined_before"
+
+#: What makes a quarantined line the same line read again: the file, its place in it, what it holds
+#: (as kept) and why it was refused.
+QUARANTINE_LINE_KEY = ("source_file", "line_no", "line_bytes", "reason", "raw_text", "raw_bytes")
+
+
+def mark_quarantined_before(parsed: DataFrame, quarantine: DataFrame) -> DataFrame:
+    """``parsed`` with its quarantined lines that ``quarantine`` (``silver.quarantine`` rows) holds
+    already given the status :data:`QUARANTINED_BEFORE`: a file read again (it grew, or was written
+    anew) yields its bad lines again, and each is kept once, as a record seen before counts once.
+    Equal in every column of :data:`QUARANTINE_LINE_KEY` (nulls equal); anything else is unchanged."""
+    seen = quarantine.select(*[F.col(c).alias(f"_seen_{c}") for c in QUARANTINE_LINE_KEY]).distinct()
+    same = [F.col(c).eqNullSafe(F.col(f"_seen_{c}")) for c in QUARANTINE_LINE_KEY]
+    candidates = parsed.withColumn("_quarantined", F.col("status") == "quarantined")
+    joined = candidates.join(seen, [F.col("_quarantined"), *same], "left")
+    status = F.when(F.col("_seen_source_file").isNotNull(), F.lit(QUARANTINED_BEFORE)).otherwise(F.col("status"))
+    return joined.select(*[status.alias(f.name) if f.name == "status" else F.col(f.name) for f in parsed.schema.fields])
 
 
 def quarantined_rows(parsed: DataFrame) -> DataFrame:

@@ -274,7 +274,7 @@ def test_zero_padding_after_the_last_member_is_ignored(monkeypatch, slice_bytes:
         RawLine(1, b"a", 1),
         RawLine(2, b"b", 1),
         RawLine(3, b"c", 1),
-        RawLine(4, b"last", 4),
+        RawLine(4, b"last", 4, unterminated=True),  # no newline ends it
     ]
 
 
@@ -339,7 +339,7 @@ def test_a_crlf_line_of_exactly_the_limit_is_kept_whole(monkeypatch, chunk: int)
 
 
 def test_a_last_crlf_line_of_exactly_the_limit_is_kept_whole() -> None:
-    assert raw_lines(b"abcdefgh\r", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abcdefgh", 8)]
+    assert raw_lines(b"abcdefgh\r", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abcdefgh", 8, unterminated=True)]
     assert raw_lines(b"abcdefghi", max_line_bytes=8, keep_bytes=3) == [RawLine(1, b"abc", 9, "line_too_long")]
 
 
@@ -368,7 +368,7 @@ def holes_in_text() -> list:
                      id="inside-a-line-longer-than-the-limit"),
         pytest.param(b"abcdefghijklmnop" + bytes(2) + b"b\n", [RawLine(1, b"abcdefghij", 16, "line_too_long"), RawLine(2, b"", 2, "zero_bytes"), RawLine(3, b"b", 1)],
                      id="after-a-line-too-long"),
-        pytest.param(b"a\r" + bytes(1) + b"\nb", [RawLine(1, b"a", 1), RawLine(2, b"", 1, "zero_bytes"), RawLine(3, b"", 0), RawLine(4, b"b", 1)], id="before-a-newline"),
+        pytest.param(b"a\r" + bytes(1) + b"\nb", [RawLine(1, b"a", 1), RawLine(2, b"", 1, "zero_bytes"), RawLine(3, b"", 0), RawLine(4, b"b", 1, unterminated=True)], id="before-a-newline"),
         pytest.param(b"a\n" + bytes(7), [RawLine(1, b"a", 1), RawLine(2, b"", 7, "zero_bytes")], id="at-the-end"),
         pytest.param(bytes(9) + b"a\n", [RawLine(1, b"", 9, "zero_bytes"), RawLine(2, b"a", 1)], id="at-the-start"),
     ]
