@@ -17,10 +17,37 @@ from typing import Any, Callable, Mapping
 
 from nsreplay.protocol.register_body import RegisterBody
 
-# host:port, host being a name, an IPv4 address or a bracketed IPv6 address; port 1..65535. The
-# pattern ends with "(?![\s\S])", the end of the text, where "$" would also match before a final
-# newline, in Python and in Java (Spark's rlike) alike.
-ADDRESS_REGEX = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,4})(?![\s\S])"
+
+def ipv6_regex() -> str:
+    """A regex (Python's and Java's dialect alike) of exactly the IPv6 addresses RFC 4291 writes as text:
+    eight groups of 1-4 hex digits, or fewer around one "::", the last two groups possibly a dotted
+    IPv4 address (``::ffff:10.0.0.1``); any case; no zone (:data:`ADDRESS_REGEX` adds it). Built
+    as one alternative per count of groups before the "::", each with the groups after it that fit."""
+    h = "[0-9A-Fa-f]{1,4}"
+    octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+    ls32 = f"(?:{h}:{h}|{octet}(?:\\.{octet}){{3}})"  # the last 32 bits: two groups or an IPv4 address
+
+    def after(room: int) -> str:  # 0..room groups after "::", the last two possibly IPv4
+        if room == 0:
+            return ""
+        if room == 1:
+            return f"(?:{h})?"
+        return f"(?:(?:{h}:){{0,{room - 2}}}{ls32}|{h})?"
+
+    forms = [f"(?:{h}:){{6}}{ls32}"]
+    forms += [f"(?:{h}:){{{before - 1}}}{h}::{after(7 - before)}" if before else f"::{after(7)}" for before in range(8)]
+    return "(?:" + "|".join(forms) + ")"
+
+
+# host:port as RocketMQ writes and reads it (it splits at the LAST colon): host a name, an IPv4
+# address, an IPv6 address in brackets (a broker's own address when brokerIP1 is not set, a JDK 14+
+# peer) or without them (a brokerIP1 set so, a JDK 8 peer), in either case possibly with the zone
+# Java's getHostAddress appends to a scoped address ("%eth0", "%2"); port 1..65535 (the range is
+# checked in code: see _matcher). The pattern ends with "(?![\s\S])", the end of the text, where "$"
+# would also match before a final newline, in Python and in Java (Spark's rlike) alike.
+_ZONE = "(?:%[A-Za-z0-9_.-]+)?"
+ADDRESS_REGEX = (r"^(\[" + ipv6_regex() + _ZONE + r"\]|[A-Za-z0-9_.-]+|" + ipv6_regex() + _ZONE
+                 + r"):([1-9][0-9]{0,4})(?![\s\S])")
 _ADDRESS = re.compile(ADDRESS_REGEX)
 
 

@@ -13,7 +13,43 @@ ADDRESSES = [
     ("10.0.0.10:9876", True),
     ("broker-a.example_1:10911", True),
     ("[::1]:9876", True),
-    ("[fe80::1%eth0]:9876", False),
+    # what RocketMQ writes for an IPv6 broker (brokerIP1 unset: "[" + getHostAddress() + "]", uncompressed,
+    # with the zone of a link-local address), for an unbracketed brokerIP1 (split at the last colon, as
+    # RocketMQ's string2SocketAddress does) and for a peer (Netty's InetSocketAddress text: JDK 8
+    # unbracketed, JDK 14+ bracketed)
+    ("[fe80::1%eth0]:9876", True),
+    ("[fe80:0:0:0:fc:ff:fe00:1%eth0]:10911", True),
+    ("[fe80:0:0:0:fc:ff:fe00:1%2]:10911", True),
+    ("[fe80:0:0:0:0:0:0:1%br-1a2b3c4d5e6f]:54321", True),
+    ("[2001:DB8::5]:10911", True),
+    ("[::ffff:10.0.0.1]:10911", True),
+    ("[::]:9876", True),
+    ("2001:db8::5:10911", True),
+    ("0:0:0:0:0:0:0:1:54321", True),
+    ("fe80:0:0:0:0:0:0:1%eth0:54321", True),
+    ("::1:9876", True),
+    ("[0:0:0:0:0:0:0:1]:65535", True),
+    # not an address: an empty or broken IPv6 host, a zone that is empty or spaced, no port
+    ("[]:9876", False),
+    ("[fe80::1%]:9876", False),
+    ("[fe80::1%eth 0]:9876", False),
+    ("[fe80::1%eth0\n]:9876", False),
+    ("[1:2:3:4:5:6:7:8:9]:9876", False),
+    ("[2001:db8:::5]:9876", False),
+    ("[1::2::3]:9876", False),
+    ("[12345::1]:9876", False),
+    ("[::1]", False),
+    ("[::1]:", False),
+    ("[::1]:0", False),
+    ("[::1]9876", False),
+    ("[::1]:9876\n", False),
+    (" [::1]:9876", False),
+    ("[::1:9876", False),
+    ("::1]:9876", False),
+    ("2001:db8::5", False),
+    ("fe80::1", False),
+    ("::9876", False),
+    ("1:2:3", False),
     ("10.0.0.10:9876\n", False),
     ("10.0.0.10:9876\r\n", False),
     ("10.0.0.10:9876\r", False),
@@ -47,3 +83,5 @@ def test_a_port_beyond_65535_is_refused_by_the_parser() -> None:
     parser makes it."""
     rule = RowRule("namesrv_address", "namesrv", regex=ADDRESS_REGEX)
     assert rule.passes("10.0.0.10:65535") and not rule.passes("10.0.0.10:65536")
+    assert rule.passes("[::1]:65535") and not rule.passes("[::1]:65536")
+    assert rule.passes("2001:db8::5:65535") and not rule.passes("2001:db8::5:99999")
