@@ -2,7 +2,8 @@
 could use (``|``, ``/``, ``:``, ``,``, ``=``, tab, newline, NUL), quotes, backslash, ``%``, spaces
 (leading and trailing too), unicode (accents, CJK, an emoji outside the BMP, a combining mark), an
 empty name, a 10 KB name, the line breaks JSON leaves unescaped (U+2028, U+2029, U+0085), names that differ only in case, RocketMQ's own system topics, and the
-replay's own unit ids (``~kv``, ``~base``, ``~facts``, ``~starts``, ``*``) as brokerNames.
+replay's own unit ids (``~kv``, ``~base``, ``~facts``, ``~starts``, ``*``) as brokerNames; and every
+spelling RocketMQ gives an IPv6 address (:data:`IPV6_BROKERS`).
 
 Two NameServers, one per profile (4.9 and 5.x), each with brokers registering such topics under such
 brokerNames and clusters (one address-valid spelling per broker: the ingest's ``broker_address``
@@ -18,7 +19,9 @@ import json
 from typing import Any
 
 from nsreplay.model import route_info, state_at
-from nsreplay.model.records import channel, namesrv_start, register_broker, request, unregister_broker
+from nsreplay.model.records import (
+    broker_heartbeat, channel, namesrv_start, query_data_version, register_broker, request, unregister_broker,
+)
 
 S = 1732147200000
 
@@ -52,9 +55,22 @@ BROKERS = (
     ("", "", "host-15:10911", "ha15", ()),
 )
 
-#: The instant after which only ``*`` and ``a|b|c`` of :data:`BROKERS` have yet to register: a
-#: window cut there leaves every group with a reserved-looking name in the window before, and two
-#: new groups in the window after.
+#: Brokers on IPv6 hosts, as RocketMQ spells their addresses: without brokerIP1, "[" +
+#: Inet6Address.getHostAddress() + "]" (uncompressed, a link-local one with its zone as a name or a
+#: number); with brokerIP1 "2001:db8::5", unbracketed (RocketMQ splits an address at its last colon).
+#: The two link-local ones differ only in their zone: two addresses to the NameServer.
+IPV6_BROKERS = (
+    ("v6", "v6-link-local", "[fe80:0:0:0:fc:ff:fe00:1%eth0]:10911", "[fe80:0:0:0:fc:ff:fe00:1%eth0]:10912", ()),
+    ("v6", "v6-scope-id", "[fe80:0:0:0:fc:ff:fe00:1%2]:10911", "[fe80:0:0:0:fc:ff:fe00:1%2]:10912",
+     ("[fe80:0:0:0:fc:ff:fe00:1%2]:10913",)),
+    ("v6", "v6-brokerip1", "2001:db8::5:10911", "2001:db8::5:10912", ("2001:db8::5:10913",)),
+    ("v6|b", "v6-loopback", "[0:0:0:0:0:0:0:1]:10911", "[0:0:0:0:0:0:0:1]:10912", ()),
+)
+BROKERS += IPV6_BROKERS
+
+#: The instant after which only ``*``, ``a|b|c`` and the IPv6 brokers of :data:`BROKERS` have yet to
+#: register: a window cut there leaves every group with a reserved-looking name in the window before,
+#: and new groups in the window after.
 AFTER_RESERVED_NAMES = S + 100 + 11
 
 
@@ -83,6 +99,15 @@ def stream(namesrv: str, five: bool) -> list[dict[str, Any]]:
                                    filter_servers=("f|1:1",), five=five, conn=f"conn|b|c\u00000#é", ha_addr="ha|1:10912", namesrv=namesrv))
     records.append(register_broker(t + 201, cluster="c|1", name="c", addr="host-2:10911", topics=["a|b", "b|c"], dv=(0, 2, 2),
                                    five=five, conn="conn|c\u00001#é", ha_addr="ha\t2", namesrv=namesrv))
+    # IPv6: one address under two brokerNames; then the brokerIP1 broker (its live entry's stateVersion
+    # raised) registering id 0 again with the bracketed spelling of its address, a different address
+    # to the NameServer (5.x: a conflict, its smaller stateVersion loses)
+    records.append(register_broker(t + 202, cluster="v6", name="v6-twin", addr="2001:db8::5:10911", topics=["v6-topic", "a"],
+                                   five=five, conn="conn|v6-twin", ha_addr="2001:db8::5:10912", namesrv=namesrv))
+    records.append(register_broker(t + 203, cluster="v6", name="v6-brokerip1", addr="2001:db8::5:10911", topics=["v6-topic"], dv=(3, 2, 2),
+                                   filter_servers=("2001:db8::5:10913",), five=five, conn="conn|v6-brokerip1\u000017#é", namesrv=namesrv))
+    records.append(register_broker(t + 204, cluster="v6", name="v6-brokerip1", addr="[2001:db8::5]:10911", topics=["v6-topic", "b|c"],
+                                   dv=(1, 3, 3), five=five, conn="conn|v6-brokerip1|brackets", ha_addr="[2001:db8::5]:10912", namesrv=namesrv))
     t += 10_000
     # a compressed registration (the compressed form splits a topic line at spaces: names without)
     records.append(register_broker(t, cluster="集群", name="broker/é", addr="[::1]:10911", topics=["中文", "emoji\U0001F600", "a|b", "%RETRY%group"],
@@ -102,8 +127,17 @@ def stream(namesrv: str, five: bool) -> list[dict[str, Any]]:
     if five:
         qd = [{"brokerName": n, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0} for n in ("~base", "*", "emoji\U0001F600b")]
         records.append(request(t + 10, 217, {"topic": "new|topic é"}, body={"queueDatas": qd}, namesrv=namesrv))
+    if five:
+        records.append(broker_heartbeat(t + 11, cluster="v6", name="v6-link-local", addr="[fe80:0:0:0:fc:ff:fe00:1%eth0]:10911",
+                                        conn="conn|v6-link-local\u000015#é", namesrv=namesrv))
+    records.append(query_data_version(t + 12, cluster="v6", name="v6-scope-id", addr="[fe80:0:0:0:fc:ff:fe00:1%2]:10911",
+                                      dv=(0, 1, 1), conn="conn|v6-scope-id\u000016#é", namesrv=namesrv))
     t += 1000
     records.append(channel(t, "CLOSE", "conn|c\u00001#é", namesrv=namesrv))
+    # IPv6 peers as Netty names them: JDK 8 unbracketed, JDK 14+ bracketed, both with the zone
+    records.append(channel(t, "CLOSE", "conn|v6-scope-id\u000016#é", remote="fe80:0:0:0:fc:ff:fe00:1%2:40001", namesrv=namesrv))
+    records.append(channel(t, "IDLE", "conn|v6-link-local\u000015#é|slave", remote="[fe80:0:0:0:fc:ff:fe00:1%eth0]:40002", namesrv=namesrv))
+    records.append(unregister_broker(t + 1, cluster="v6", name="v6-brokerip1", addr="2001:db8::5:10921", broker_id=1, namesrv=namesrv))
     records.append(unregister_broker(t + 1, cluster="集群", name="broker/é", addr="[::1]:10911", broker_id=0, namesrv=namesrv))
     records.append(request(t + 2, 102, {"namespace": "ORDER_TOPIC_CONFIG", "key": "中文"}, namesrv=namesrv))
     # keep a few groups alive while the others expire
@@ -114,7 +148,7 @@ def stream(namesrv: str, five: bool) -> list[dict[str, Any]]:
     return records
 
 
-def capture(namesrvs: tuple[str, str] = ("ns-4_9.example:9876", "[fe80::1]:9876")) -> list[dict[str, Any]]:
+def capture(namesrvs: tuple[str, str] = ("ns-4_9.example:9876", "[fe80:0:0:0:0:0:0:1%eth0]:9876")) -> list[dict[str, Any]]:
     """Both NameServers' records (4.9 first, then 5.x), ``seq`` numbered per NameServer."""
     out = []
     for namesrv, five in zip(namesrvs, (False, True)):

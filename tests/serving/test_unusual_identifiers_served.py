@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,15 @@ import requests
 
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory
-from nsreplay.model import ResponseCode, route_info, same_answer, topic_not_exist_remark
+from nsreplay.model import ResponseCode, cluster_info, route_info, same_answer, topic_list, topic_not_exist_remark
 from nsreplay.serving.remoting_client import RemotingClient, answer_of
 from nsreplay.storage import Warehouse
 from pipelines.ingest.run import run_ingest
 from pipelines.replay.run import run_replay
 from replay.differential import capture_records, model_steps
-from replay.unusual_identifiers import TOPICS, capture
+from replay.unusual_identifiers import IPV6_BROKERS, TOPICS, capture
 
-NAMESRVS = ("ns-4_9.example:9876", "[fe80::1]:9876")
+NAMESRVS = ("ns-4_9.example:9876", "[fe80:0:0:0:0:0:0:1%eth0]:9876")
 ASKED = sorted(set(TOPICS) | {"new|topic é", "b|c", "{x}", "}", "no-such"})
 
 
@@ -97,6 +98,53 @@ def test_every_topic_is_served_as_the_model_answers(unusual_root, model_instants
                                 got = answer_of(remoting.route(topic, as_of=step.ts, version=version))
                                 if not (got.code == legacy.code and got.remark == legacy.remark and same_answer(got, legacy)):
                                     wrong.append(("remoting", version, step.ts, topic[:40], got.code))
+    finally:
+        assert server.stop() == 0
+    assert not wrong, wrong[:20]
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this host cannot listen on ::1")
+def test_served_on_ipv6_loopback_as_the_model_answers(unusual_root, model_instants, start_serve) -> None:
+    """``--host ::1``: both endpoints listen on IPv6, the startup line gives them bracketed, and the
+    answers over them (routes, cluster info and topic lists full of IPv6 broker addresses, for the
+    NameServer whose own address is a scoped IPv6 one) are the model's."""
+    _, root = unusual_root
+    server = start_serve(root, "--host", "::1", "--reload-interval", "0", "--remoting-port", "0", "--namesrv", NAMESRVS[1])
+    wrong, shown = [], []
+    try:
+        assert server.url.startswith("http://[::1]:")
+        port = int(re.search(r"remoting \[::1\]:(\d+) as ", server.line).group(1))
+        asked = ["v6-topic", "a", "中文", "no-such"]
+        with RemotingClient.connect("::1", port) as remoting:
+            for step in model_instants[NAMESRVS[1]]:
+                params = {"namesrv": NAMESRVS[1], "at": step.ts}
+                r = requests.get(f"{server.url}/v1/cluster", params=params, timeout=30)
+                shown.append(r.text)
+                if r.status_code != 200 or r.content != cluster_info(step.snapshot, shape="standard").body:
+                    wrong.append(("http cluster", step.ts, r.status_code, r.text[:100]))
+                if answer_of(remoting.cluster(as_of=step.ts)) != cluster_info(step.snapshot):
+                    wrong.append(("remoting cluster", step.ts))
+                if answer_of(remoting.topics(as_of=step.ts)) != topic_list(step.snapshot):
+                    wrong.append(("remoting topics", step.ts))
+                for topic in asked:
+                    want = route_info(step.snapshot, topic, request_version=401)
+                    r = requests.get(f"{server.url}/v1/route/{requests.utils.quote(topic, safe='')}", params=params, timeout=30)
+                    if not (r.status_code == 200 and same_answer(r.content, want.body) if want.code == ResponseCode.SUCCESS else r.status_code == 404):
+                        wrong.append(("http route", step.ts, topic, r.status_code))
+                    got = answer_of(remoting.route(topic, as_of=step.ts, version=121))
+                    legacy = route_info(step.snapshot, topic, request_version=121)
+                    if not (got.code == legacy.code and got.remark == legacy.remark and same_answer(got, legacy)):
+                        wrong.append(("remoting route", step.ts, topic, got.code))
+        # an instant asked shows every IPv6 broker
+        assert any(all(json.dumps(addr) in text for _, _, addr, _, _ in IPV6_BROKERS) for text in shown), [t[:200] for t in shown]
     finally:
         assert server.stop() == 0
     assert not wrong, wrong[:20]
