@@ -407,12 +407,18 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the published route history over HTTP (and the RocketMQ remoting protocol)")
     p.add_argument("--warehouse", required=True, help="warehouse root (the latest published run is served)")
     p.add_argument("--http-port", type=int, default=8080, help="HTTP port (default 8080; 0 = any free port)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only; IPv6 with or without brackets: ::1, [::1])")
     p.add_argument("--remoting-port", type=int, help="also answer RocketMQ remoting requests (105/106/206) on this port")
     p.add_argument("--namesrv", help="with --remoting-port: the NameServer whose history it answers (optional when only one is covered)")
     p.add_argument("--as-of", dest="as_of", help=f"with --remoting-port: the instant answered ({TIME_FORMS}; default the latest state)")
     p.add_argument("--reload-interval", type=float, default=5.0, help="seconds between checks for a newer publish (default 5; 0 = never)")
     p.set_defaults(func=_run_serve)
+
+
+def bind_host(text: str) -> str:
+    """The address ``--host`` names: an IPv6 address (one holding ":") may come in the brackets of a
+    URL or of RocketMQ's ``[addr]:port`` (the startup line prints it so), which a bind does without."""
+    return text[1:-1] if text.startswith("[") and text.endswith("]") and ":" in text else text
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -427,13 +433,14 @@ def _run_serve(args: argparse.Namespace) -> int:
         raise UsageError("--namesrv and --as-of configure the remoting endpoint: give --remoting-port too")
     if not args.reload_interval >= 0 or math.isinf(args.reload_interval):  # NaN compares false
         raise UsageError(f"--reload-interval must be a number of seconds >= 0, got {args.reload_interval}")
+    host = bind_host(args.host)
     try:
-        socket.getaddrinfo(args.host, None)
+        socket.getaddrinfo(host, None)
     except (socket.gaierror, UnicodeError) as exc:
         raise UsageError(f"--host {args.host}: {getattr(exc, 'strerror', None) or exc}") from None
     root, _ = _opened_warehouse(args.warehouse)
     options = ServeOptions(
-        warehouse=root, host=args.host, http_port=args.http_port, remoting_port=args.remoting_port,
+        warehouse=root, host=host, http_port=args.http_port, remoting_port=args.remoting_port,
         namesrv=args.namesrv, as_of=parse_time(args.as_of) if args.as_of else None, reload_interval=args.reload_interval,
     )
     return run(options)

@@ -77,6 +77,8 @@ def test_arguments_out_of_their_range_are_usage_errors(argv, capsys) -> None:
         (["vacuum", "--warehouse", "w", "--retention-hours", "10000000000000000000000"], "is more than a century"),
         (["serve", "--warehouse", "w", "--reload-interval", "nan"], "--reload-interval must be a number of seconds >= 0, got nan"),
         (["serve", "--warehouse", "w", "--host", "999.1.1.1"], "--host 999.1.1.1: "),
+        (["serve", "--warehouse", "w", "--host", "[::1"], "--host [::1: "),  # brackets are an IPv6 address's, whole
+        (["serve", "--warehouse", "w", "--host", "[127.0.0.1]"], "--host [127.0.0.1]: "),
     ],
 )
 def test_bad_values_fail_before_anything_is_read_with_one_line(argv, reason, capsys) -> None:

@@ -150,6 +150,19 @@ def test_served_on_ipv6_loopback_as_the_model_answers(unusual_root, model_instan
     assert not wrong, wrong[:20]
 
 
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this host cannot listen on ::1")
+def test_a_bracketed_host_binds_the_address_it_brackets(unusual_root, start_serve) -> None:
+    """``--host [::1]``, the spelling of the startup line's URLs (and of RocketMQ's addresses), binds ::1."""
+    _, root = unusual_root
+    server = start_serve(root, "--host", "[::1]", "--reload-interval", "0", "--remoting-port", "0", "--namesrv", NAMESRVS[1])
+    try:
+        assert server.url.startswith("http://[::1]:") and re.search(r"remoting \[::1\]:\d+ as ", server.line), server.line
+        r = requests.get(f"{server.url}/v1/namesrvs", timeout=30)
+        assert r.status_code == 200 and sorted(n["namesrv"] for n in r.json()) == sorted(NAMESRVS)
+    finally:
+        assert server.stop() == 0
+
+
 def test_the_documents_topic_examples_are_topics_the_path_can_carry(unusual_root, start_serve) -> None:
     """/openapi.json gives topics of the warehouse as examples of the path parameter: each must meet
     the parameter's own schema (non-empty, no "/", a request line aiohttp reads), and asking it
