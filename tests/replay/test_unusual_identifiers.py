@@ -58,9 +58,11 @@ def test_unusual_identifiers_match_the_model_in_windows(spark, tmp_path_factory)
     """The same capture replayed in windows, each resuming from the one before: a cut right after
     the brokerNames ``~base``, ``~kv``, ``~facts`` and ``~starts`` (spelled like the replay's own unit
     ids) registered and before ``*`` and ``a|b|c`` first did (new groups, which start from the base
-    unit's state), and one more after the admin requests."""
+    unit's state), and one more after the admin requests. The NameServers' own addresses are IPv6 here,
+    unbracketed (as a JDK 8 peer's) and with a numbered zone: the replay states carried from window to
+    window are theirs."""
     root_dir = tmp_path_factory.mktemp("unusual-windows")
-    records = capture()
+    records = capture(("2001:db8::10:9876", "[fe80:0:0:0:0:0:0:1%2]:9876"))
     (root_dir / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     root = str(tmp_path_factory.mktemp("unusual-windows-wh"))
     warehouse = Warehouse(root, spark, "delta-rs")
