@@ -434,6 +434,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     if not args.reload_interval >= 0 or math.isinf(args.reload_interval):  # NaN compares false
         raise UsageError(f"--reload-interval must be a number of seconds >= 0, got {args.reload_interval}")
     host = bind_host(args.host)
+    if host.strip() in ("", "[]"):
+        raise UsageError(f"--host {args.host!r}: an empty address; give the one to bind, e.g. 127.0.0.1, ::1 or 0.0.0.0")
     try:
         socket.getaddrinfo(host, None)
     except (socket.gaierror, UnicodeError) as exc:

@@ -79,6 +79,8 @@ def test_arguments_out_of_their_range_are_usage_errors(argv, capsys) -> None:
         (["serve", "--warehouse", "w", "--host", "999.1.1.1"], "--host 999.1.1.1: "),
         (["serve", "--warehouse", "w", "--host", "[::1"], "--host [::1: "),  # brackets are an IPv6 address's, whole
         (["serve", "--warehouse", "w", "--host", "[127.0.0.1]"], "--host [127.0.0.1]: "),
+        (["serve", "--warehouse", "w", "--host", ""], "--host '': an empty address; give the one to bind"),
+        (["serve", "--warehouse", "w", "--host", "[]"], "--host '[]': an empty address"),
     ],
 )
 def test_bad_values_fail_before_anything_is_read_with_one_line(argv, reason, capsys) -> None:
