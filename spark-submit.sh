@@ -124,6 +124,10 @@ if [ "$status" -eq 130 ]; then
   # Ctrl-C (SIGINT): said as such also when it came while the JVM or the Spark session was starting,
   # where the JVM may end before the job writes its reason, or the job take the JVM's end for its failure
   echo "$job_name: interrupted" >&2
+elif [ "$status" -eq 52 ]; then
+  # Spark ended the JVM as it ran out of memory (with a local master, a task's heap is the driver's):
+  # the job went with it before it could say why. The line names the setting (nsreplay/jvm_exit.py).
+  nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$@" >&2 || true
 elif [ "$status" -ne 0 ] && [ -s "$reason" ]; then
   cat "$reason" >&2
 fi

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -70,3 +71,29 @@ def test_a_ctrl_c_before_the_job_runs_ends_it_as_interrupted(tmp_path, module, t
     assert (result.returncode, said_lines) == (130, [said]), result.stderr[-3000:]
     assert "Traceback" not in result.stdout, result.stdout[-3000:]
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_driver_jvm_that_runs_out_of_memory_says_so_and_names_the_setting(tmp_path) -> None:
+    """With a local master the tasks run in the driver JVM: a task short of heap made Spark end that
+    JVM with status 52, the job's Python with it, before the job wrote its reason. stderr ended with
+    the JVM's own lines (bench-day at spark.driver.memory=512m: 477 lines, 370 of them stack frames,
+    the last a task's abort) and named nothing to change. Now its last line says what ran out and
+    the setting to raise."""
+    job = tmp_path / "greedy_job.py"
+    job.write_text(  # an array of 300 million longs (2.4 GB) in a task: not a constant, so not built by the planner
+        "import sys\n"
+        "from nsreplay.config import load_settings\n"
+        "from nsreplay.runtime import build_spark, guarded\n"
+        "@guarded\n"
+        "def main(argv=None):\n"
+        "    build_spark(load_settings(), 'greedy').range(1).selectExpr('size(sequence(1L, id + 300000000L))').collect()\n"
+        "    return 0\n"
+        "sys.exit(main())\n"
+    )
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), "--driver-memory", "512m", str(job)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "NSREPLAY_ENV": "test"})
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert (result.returncode, last) == (52, (
+        "greedy_job.py: the Spark driver JVM ran out of memory (java.lang.OutOfMemoryError: Spark ended it with status 52; "
+        "its lines above say where): raise spark.driver.memory (now 512m) with --driver-memory or in conf/<env>/spark-defaults.conf"
+    )), result.stderr[-3000:]

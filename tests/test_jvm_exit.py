@@ -1,0 +1,32 @@
+"""nsreplay.jvm_exit: the line spark-submit.sh says for a driver JVM that ran out of memory, with the
+memory it was given (tests/test_spark_submit_reason.py runs it through the script)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsreplay.jvm_exit import driver_memory, exit_reason
+
+
+@pytest.mark.parametrize(
+    "properties, args, memory",
+    [
+        ({"spark.driver.memory": "4g"}, ["jobs/rebuild_routes.py", "--captures", "c"], "4g"),
+        ({"spark.driver.memory": "4g"}, ["--driver-memory", "1g", "jobs/rebuild_routes.py"], "1g"),
+        ({"spark.driver.memory": "4g"}, ["--conf", "spark.driver.memory=768m", "jobs/rebuild_routes.py"], "768m"),
+        ({}, ["--driver-memory", "1g", "--conf", "spark.driver.memory=2g", "job.py"], "2g"),  # the last one wins, as in spark-submit
+        ({"spark.driver.memory": "4g"}, ["job.py", "--driver-memory", "1g"], "4g"),  # after the job's file: the job's own argument
+        ({"spark.driver.memoryOverhead": "1g"}, ["--conf", "spark.driver.memoryOverhead=2g", "job.py"], None),
+    ],
+)
+def test_the_driver_memory_is_the_last_one_set_before_the_job(properties, args, memory) -> None:
+    assert driver_memory(properties, args) == memory
+
+
+def test_only_spark_s_out_of_memory_status_has_a_line_of_its_own() -> None:
+    assert exit_reason("rebuild_routes.py", 52, "512m") == (
+        "rebuild_routes.py: the Spark driver JVM ran out of memory (java.lang.OutOfMemoryError: Spark ended it with status 52; "
+        "its lines above say where): raise spark.driver.memory (now 512m) with --driver-memory or in conf/<env>/spark-defaults.conf"
+    )
+    assert "(now 1g, Spark's default)" in exit_reason("j.py", 52, None)
+    assert [exit_reason("j.py", status, "4g") for status in (1, 2, 130, 137)] == [None] * 4
