@@ -436,12 +436,28 @@ def _lost_jvm(exc: BaseException) -> BaseException | None:
     return found
 
 
+#: Spark's words for a Python worker gone during a task, followed by a hint to turn on its fault handler.
+_WORKER_LOST = "Python worker exited unexpectedly (crashed)."
+
+
+def _lost_worker(exc: BaseException) -> str | None:
+    """``exc``'s message on one line, cut after Spark's words for a Python worker that died during a
+    task (:data:`_WORKER_LOST`), when it holds them; ``None`` otherwise. Spark cannot tell how the
+    worker died: a SIGKILL (the kernel's out-of-memory killer) reaches no fault handler, so its hint
+    to turn one on is left out, and so is the trace's root cause, the worker's pipe (``Broken pipe``,
+    ``Connection reset by peer``), which is what the death did, not what caused it."""
+    head = str(exc).split("\n\tat ", 1)[0]
+    at = head.find(_WORKER_LOST)
+    return None if at < 0 else " ".join(head[: at + len(_WORKER_LOST)].split())
+
+
 def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """Run ``main``; on failure print ``<prog>: <one-line reason>`` to stderr and return non-zero.
 
     The reason of a Spark failure is its headline and the Java trace's root cause
     (:func:`_one_line`); a Spark JVM lost under the command (killed) is named as such
-    (:func:`_lost_jvm`), status 1. Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
+    (:func:`_lost_jvm`), status 1, and so is a Python worker that died during a task
+    (:func:`_lost_worker`). Set ``NSREPLAY_DEBUG=1`` to also print the traceback.
     """
 
     @functools.wraps(main)
@@ -472,6 +488,11 @@ def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
             if lost is not None:
                 report(f"{prog}: the Spark JVM is gone (killed, or it crashed: its own lines above may say why): "
                        f"{type(lost).__name__}: {_one_line(lost)[:300]}")
+                return 1
+            worker = _lost_worker(exc)
+            if worker is not None:
+                report(f"{prog}: a Python worker of Spark died during a task (killed, as the kernel's out-of-memory killer does when "
+                       f"memory runs short, or crashed): {type(exc).__name__}: {worker}")
                 return 1
             report(f"{prog}: {type(exc).__name__}: {_one_line(exc)}")
             return 1

@@ -97,3 +97,33 @@ def test_a_driver_jvm_that_runs_out_of_memory_says_so_and_names_the_setting(tmp_
         "greedy_job.py: the Spark driver JVM ran out of memory (java.lang.OutOfMemoryError: Spark ended it with status 52; "
         "its lines above say where): raise spark.driver.memory (now 512m) with --driver-memory or in conf/<env>/spark-defaults.conf"
     )), result.stderr[-3000:]
+
+
+def test_a_python_worker_killed_during_a_task_is_named_as_such(tmp_path) -> None:
+    """The kernel's out-of-memory killer sends a Python worker SIGKILL in the middle of a task (simulated:
+    the task kills its own worker). The job's line was Spark's whole account, cut at 500 characters:
+    "Python worker exited unexpectedly (crashed). Consider setting '...faulthandler.enabled'", and
+    "(caused by java.io.IOException: Broken pipe)", which misleads. Now it says that a worker died
+    and how, without the hint and the pipe."""
+    job = tmp_path / "killed_worker_job.py"
+    job.write_text(
+        "import os, signal, sys\n"
+        "from nsreplay.config import load_settings\n"
+        "from nsreplay.runtime import build_spark, guarded\n"
+        "def killed(batches):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    yield from batches\n"
+        "@guarded\n"
+        "def main(argv=None):\n"
+        "    spark = build_spark(load_settings(), 'killed-worker')\n"
+        "    spark.range(1).mapInArrow(killed, 'id long').collect()\n"
+        "    return 0\n"
+        "sys.exit(main())\n"
+    )
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), str(job)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "NSREPLAY_ENV": "test"})
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert last.startswith("killed_worker_job.py: a Python worker of Spark died during a task (killed, as the kernel's out-of-memory killer "
+                           "does when memory runs short, or crashed): Py4JJavaError: "), last
+    assert last.endswith(": org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)."), last

@@ -449,3 +449,34 @@ def test_py4j_report_of_the_session_call_a_ctrl_c_cut_short_is_left_out(tmp_path
     result = subprocess.run([sys.executable, str(job)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
                             preexec_fn=default_sigint)  # a test runner's worker may ignore SIGINT, and its children with it
     assert (result.returncode, result.stderr, result.stdout) == (130, "session_job.py: interrupted\n", "")
+
+
+def test_a_lost_python_worker_is_named_without_spark_s_hint_and_the_pipe(capsys) -> None:
+    """Spark's account of a Python worker killed during a task (the out-of-memory killer): its hint
+    (a fault handler, which a SIGKILL never reaches) and its root cause (the worker's pipe) are left out."""
+    from nsreplay.runtime import guarded
+    from nsreplay.storage import StorageError
+
+    message = (
+        "overwrite to table 'gold.route_changes' failed: An error occurred while calling o3311.parquet.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 82.0 failed 1 times, most recent failure: "
+        "Lost task 3.0 in stage 82.0 (TID 133) (192.0.2.2 executor driver): org.apache.spark.SparkException: Python worker exited "
+        "unexpectedly (crashed). Consider setting 'spark.sql.execution.pyspark.udf.faulthandler.enabled' or'spark.python.worker.faulthandler"
+        ".enabled' configuration to 'true' for the better Python traceback.\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.read(PythonRunner.scala:612)\n"
+        "Caused by: java.io.IOException: Connection reset by peer\n"
+        "\tat java.base/sun.nio.ch.SocketDispatcher.read0(Native Method)\n"
+    )
+
+    @guarded
+    def main(argv):
+        raise StorageError(message)
+
+    assert main([]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[1] for line in lines] == [  # after the command's name
+        "a Python worker of Spark died during a task (killed, as the kernel's out-of-memory killer does when memory "
+        "runs short, or crashed): StorageError: overwrite to table 'gold.route_changes' failed: An error occurred while calling o3311.parquet. "
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 82.0 failed 1 times, most recent failure: "
+        "Lost task 3.0 in stage 82.0 (TID 133) (192.0.2.2 executor driver): org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)."
+    ]
