@@ -28,8 +28,13 @@ nsreplay_check_java() {
   elif command -v java >/dev/null 2>&1; then java_bin="$(command -v java)"
   else nsreplay_die "no Java found: Spark needs a JDK 17 or newer; install one (e.g. apt-get install openjdk-17-jdk-headless) and put java on PATH or set JAVA_HOME"
   fi
-  local major
-  major="$("$java_bin" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)"
+  local major said
+  # A JVM that cannot start (its class space and heap are reserved up front: an address-space limit,
+  # a small machine without overcommit) fails here first: say so, or set -e ends the script silently.
+  if ! said="$("$java_bin" -version 2>&1)"; then
+    nsreplay_die "$java_bin cannot start a JVM (too little memory or address space for it? ulimit -v): $(printf '%s' "$said" | grep -v '^\s*$' | head -n3 | paste -sd ';' | sed 's/;/; /g')"
+  fi
+  major="$(printf '%s\n' "$said" | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)"
   if [ -z "$major" ] || [ "$major" -lt 17 ]; then
     nsreplay_die "Java ${major:-?} found at $java_bin; Spark 4 needs a JDK 17 or newer"
   fi

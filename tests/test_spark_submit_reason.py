@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import re
+import resource
 import subprocess
 from pathlib import Path
 
@@ -127,3 +129,22 @@ def test_a_python_worker_killed_during_a_task_is_named_as_such(tmp_path) -> None
     assert last.startswith("killed_worker_job.py: a Python worker of Spark died during a task (killed, as the kernel's out-of-memory killer "
                            "does when memory runs short, or crashed): Py4JJavaError: "), last
     assert last.endswith(": org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)."), last
+
+
+def test_a_java_that_cannot_start_for_want_of_memory_is_said_not_silent(tmp_path) -> None:
+    """Under an address-space limit (``ulimit -v``, ``prlimit --as``; a small VM without overcommit
+    behaves alike) ``java -version`` cannot start a JVM: the bootstrap's check of the JDK read its
+    version through a pipe under ``set -o pipefail``, and the script ended there with status 1 and
+    nothing on stdout or stderr. Now it says that java cannot start, with the JVM's own reason."""
+    limit = 3_000_000_000  # the JVM reserves 1 GB of class space and its heap up front: more than this leaves
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), "jobs/rebuild_routes.py", "--warehouse", str(tmp_path / "wh")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, preexec_fn=limited)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1, (result.returncode, result.stderr[-3000:])
+    assert re.fullmatch(r"spark-submit\.sh: \S*java cannot start a JVM \(too little memory or address space for it\? ulimit -v\): "
+                        r"Error occurred during initialization of VM; .+", lines[0]), lines[0]
+    assert not (tmp_path / "wh").exists()
