@@ -130,5 +130,8 @@ elif [ "$status" -eq 52 ]; then
   nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$@" >&2 || true
 elif [ "$status" -ne 0 ] && [ -s "$reason" ]; then
   cat "$reason" >&2
+elif [ "$status" -ne 0 ]; then
+  # the JVM ended before the job said why: killed (the out-of-memory killer), or it could not start
+  nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$@" >&2 || true
 fi
 exit "$status"

@@ -6,15 +6,22 @@ the driver JVM, so a task short of heap (a Parquet write of wide rows, a cached 
 whole job there, the job's Python with it, before it writes its reason: stderr ended with the JVM's
 own lines, hundreds of lines of traces whose last one was a task's abort, and named no setting.
 
-``python -m nsreplay.jvm_exit JOB STATUS PROPERTIES_FILE [spark-submit args…]`` prints that line for
-such a status, nothing for any other (the job's own reason stands then).
+The same goes for a JVM killed under the job (the kernel's out-of-memory killer picks the largest
+process: SIGKILL, status 137), whose end bash reported as "line 122: 630 Killed", and for one that
+could not start (its heap or class space not reserved), which said why on stdout only.
+
+``python -m nsreplay.jvm_exit JOB STATUS PROPERTIES_FILE [spark-submit args…]`` prints the line
+(``spark-submit.sh`` asks for it on status 52, or on a failure the job gave no reason for).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from nsreplay.exit_reason import INTERRUPTED_STATUS
 
 #: The status Spark ends a JVM with when one of its threads ran out of memory (SparkExitCode.OOM).
 SPARK_OOM_STATUS = 52
@@ -40,11 +47,23 @@ def driver_memory(properties: Mapping[str, str], cli_args: Sequence[str]) -> str
 
 
 def exit_reason(job: str, status: int, memory: str | None) -> str | None:
-    """``job``'s one-line reason for spark-submit's exit ``status``, when that status says it itself
-    (the JVM ran out of memory), with the setting to raise; ``None`` for any other status."""
-    if status != SPARK_OOM_STATUS:
+    """``job``'s one-line reason for spark-submit's exit ``status`` when the job did not give one: the
+    JVM ran out of memory (with the setting to raise), was killed by a signal (the kernel's
+    out-of-memory killer sends SIGKILL), or ended otherwise before the job said why (a JVM that could
+    not start: its own lines, on stdout, say why). ``None`` for success, for a Ctrl-C (130), which
+    spark-submit.sh says itself, and for a job that stopped quietly as its stdout's reader went away (141)."""
+    if status in (0, INTERRUPTED_STATUS, 128 + signal.SIGPIPE):  # SIGPIPE: the reader of stdout went away, quietly
         return None
     now = memory if memory else f"{SPARK_DEFAULT_DRIVER_MEMORY}, Spark's default"
+    if status > 128:
+        try:
+            name = signal.Signals(status - 128).name
+        except ValueError:
+            name = f"signal {status - 128}"
+        return (f"{job}: the Spark driver JVM was killed by {name} (status {status}; the kernel's out-of-memory killer sends SIGKILL "
+                f"to the largest process when memory runs short, and dmesg names it; spark.driver.memory is {now})")
+    if status != SPARK_OOM_STATUS:
+        return f"{job}: spark-submit ended with status {status} before the job said why (the JVM's own lines, on stdout or stderr, may say why)"
     return (f"{job}: the Spark driver JVM ran out of memory (java.lang.OutOfMemoryError: Spark ended it with status "
             f"{SPARK_OOM_STATUS}; its lines above say where): raise spark.driver.memory (now {now}) with --driver-memory "
             f"or in conf/<env>/spark-defaults.conf")

@@ -29,4 +29,16 @@ def test_only_spark_s_out_of_memory_status_has_a_line_of_its_own() -> None:
         "its lines above say where): raise spark.driver.memory (now 512m) with --driver-memory or in conf/<env>/spark-defaults.conf"
     )
     assert "(now 1g, Spark's default)" in exit_reason("j.py", 52, None)
-    assert [exit_reason("j.py", status, "4g") for status in (1, 2, 130, 137)] == [None] * 4
+    # a Ctrl-C is said by spark-submit.sh; a reader of stdout gone (`| head`) ends a job quietly
+    assert [exit_reason("j.py", status, "4g") for status in (0, 130, 141)] == [None, None, None]
+
+
+def test_a_jvm_killed_or_that_could_not_start_has_a_line_too() -> None:
+    assert exit_reason("rebuild_routes.py", 137, "4g") == (
+        "rebuild_routes.py: the Spark driver JVM was killed by SIGKILL (status 137; the kernel's out-of-memory killer sends SIGKILL "
+        "to the largest process when memory runs short, and dmesg names it; spark.driver.memory is 4g)"
+    )
+    assert exit_reason("j.py", 143, None).startswith("j.py: the Spark driver JVM was killed by SIGTERM (status 143;")
+    assert exit_reason("j.py", 1, "4g") == (
+        "j.py: spark-submit ended with status 1 before the job said why (the JVM's own lines, on stdout or stderr, may say why)"
+    )

@@ -148,3 +148,26 @@ def test_a_java_that_cannot_start_for_want_of_memory_is_said_not_silent(tmp_path
     assert re.fullmatch(r"spark-submit\.sh: \S*java cannot start a JVM \(too little memory or address space for it\? ulimit -v\): "
                         r"Error occurred during initialization of VM; .+", lines[0]), lines[0]
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> None:
+    """The kernel's out-of-memory killer picks the largest process, the driver JVM (simulated: the job
+    sends it SIGKILL). The script's stderr ended with bash's own "line 122: 630 Killed
+    "$VENV/bin/spark-submit" ...", status 137, when the job had not said why before it went."""
+    job = tmp_path / "killed_jvm_job.py"
+    job.write_text(
+        "import os, signal, sys, time\n"
+        "from nsreplay.config import load_settings\n"
+        "from nsreplay.runtime import build_spark\n"
+        "spark = build_spark(load_settings(), 'killed-jvm')\n"
+        "os.kill(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(), signal.SIGKILL)\n"
+        "time.sleep(3)\n"
+        "os._exit(1)\n"
+    )
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), str(job)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "NSREPLAY_ENV": "test"})
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert (result.returncode, last) == (137, (
+        "killed_jvm_job.py: the Spark driver JVM was killed by SIGKILL (status 137; the kernel's out-of-memory killer sends SIGKILL "
+        "to the largest process when memory runs short, and dmesg names it; spark.driver.memory is 4g)"
+    )), result.stderr[-3000:]
