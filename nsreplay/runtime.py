@@ -405,17 +405,31 @@ def _stdout_closed() -> bool:
 _JAVA_CAUSE = re.compile(r"^Caused by: (.+)$", re.MULTILINE)  # a cause of the main chain: a nested one is indented
 
 
+_PYTHON_TRACEBACK = "Traceback (most recent call last):"
+_PYTHON_RAISED = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")  # a traceback's last line: "MemoryError", "ValueError: bad"
+
+
+def _python_cause(text: str) -> str:
+    """The exception line that ends the last Python traceback in ``text`` (a Python worker's error,
+    as Spark's message carries it: ``MemoryError``), or ``""`` when ``text`` holds none."""
+    if _PYTHON_TRACEBACK not in text:
+        return ""
+    raised = [line for line in text.rsplit(_PYTHON_TRACEBACK, 1)[1].splitlines() if _PYTHON_RAISED.match(line)]
+    return raised[-1] if raised else ""
+
+
 def _one_line(exc: BaseException, limit: int = 500) -> str:
     """``exc``'s message on one line, at most about ``limit`` characters. A message that holds a Java
     stack trace (a Spark failure, as py4j renders it) is cut at its first frame, and the root cause
     of the trace, its last ``Caused by:``, is added: it is the line that says what went wrong (``No
-    space left on device``), and it sits below hundreds of frames the cut would drop."""
+    space left on device``), and it sits below hundreds of frames the cut would drop. Without one,
+    the last line of a Python worker's traceback is added instead (``MemoryError``)."""
     text = str(exc)
     head = text.split("\n\tat ", 1)[0]
     causes = _JAVA_CAUSE.findall(text)
-    root = " ".join(causes[-1].split())[:200] if causes else ""
+    root = " ".join((causes[-1] if causes else _python_cause(head)).split())[:200]
     line = " ".join(head.split()) or type(exc).__name__
-    if not root or root in line:
+    if not root or root in line[:limit]:
         return line[:limit]
     return f"{line[:max(limit - len(root) - 13, 100)]} (caused by {root})"
 

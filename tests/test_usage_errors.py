@@ -480,3 +480,27 @@ def test_a_lost_python_worker_is_named_without_spark_s_hint_and_the_pipe(capsys)
         ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 82.0 failed 1 times, most recent failure: "
         "Lost task 3.0 in stage 82.0 (TID 133) (192.0.2.2 executor driver): org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)."
     ]
+
+
+def test_a_python_worker_s_exception_is_reported_with_its_own_last_line(capsys) -> None:
+    """A Python worker that ran out of memory (``spark.executor.pyspark.memory`` limits its address
+    space): Spark's message holds the worker's whole traceback, and the one line, cut at 500
+    characters, ended inside it, without ``MemoryError``, the line that says what went wrong."""
+    from nsreplay.runtime import guarded
+
+    traceback_text = "".join(
+        f'  File "/p/pipelines/ingest/capture_reader.py", line {n}, in _raw_chunks\n    chunk = stream.read(CHUNK_BYTES)\n' for n in range(12)
+    )
+
+    class PythonException(Exception):  # as pyspark.errors.PythonException renders Spark's message
+        pass
+
+    @guarded
+    def main(argv):
+        raise PythonException("\n  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+                              f"Traceback (most recent call last):\n{traceback_text}MemoryError\n.\n")
+
+    assert main([]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" (caused by MemoryError)"), lines
+    assert ": PythonException: An exception was thrown from the Python worker." in lines[0] and len(lines[0]) < 560, lines
