@@ -16,6 +16,17 @@ from interrupts import ctrl_c_at_import, default_sigint
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_job_through_spark_submit(tmp_path: Path, name: str, source: str, *options: str) -> tuple[subprocess.CompletedProcess, str]:
+    """Write the job ``source`` as ``name`` in ``tmp_path`` and run it through ``./spark-submit.sh``
+    (with its ``options`` first; conf/test's short-lived JVMs): the result and stderr's last line."""
+    job = tmp_path / name
+    job.write_text(source)
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), *options, str(job)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "NSREPLAY_ENV": "test"})
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    return result, lines[-1] if lines else ""
+
+
 def test_a_failing_job_run_through_spark_submit_says_why_on_stderr(tmp_path) -> None:
     result = subprocess.run(
         [str(ROOT / "spark-submit.sh"), "jobs/rebuild_routes.py", "--captures", str(tmp_path / "nothing-here"), "--warehouse", str(tmp_path / "wh")],
@@ -81,8 +92,9 @@ def test_a_driver_jvm_that_runs_out_of_memory_says_so_and_names_the_setting(tmp_
     the JVM's own lines (bench-day at spark.driver.memory=512m: 477 lines, 370 of them stack frames,
     the last a task's abort) and named nothing to change. Now its last line says what ran out and
     the setting to raise."""
-    job = tmp_path / "greedy_job.py"
-    job.write_text(  # an array of 300 million longs (2.4 GB) in a task: not a constant, so not built by the planner
+    # an array of 300 million longs (2.4 GB) in a task: not a constant, so not built by the planner
+    result, last = run_job_through_spark_submit(
+        tmp_path, "greedy_job.py",
         "import sys\n"
         "from nsreplay.config import load_settings\n"
         "from nsreplay.runtime import build_spark, guarded\n"
@@ -90,11 +102,9 @@ def test_a_driver_jvm_that_runs_out_of_memory_says_so_and_names_the_setting(tmp_
         "def main(argv=None):\n"
         "    build_spark(load_settings(), 'greedy').range(1).selectExpr('size(sequence(1L, id + 300000000L))').collect()\n"
         "    return 0\n"
-        "sys.exit(main())\n"
+        "sys.exit(main())\n",
+        "--driver-memory", "512m",
     )
-    result = subprocess.run([str(ROOT / "spark-submit.sh"), "--driver-memory", "512m", str(job)], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "NSREPLAY_ENV": "test"})
-    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert (result.returncode, last) == (52, (
         "greedy_job.py: the Spark driver JVM ran out of memory (java.lang.OutOfMemoryError: Spark ended it with status 52; "
         "its lines above say where): raise spark.driver.memory (now 512m) with --driver-memory or in conf/<env>/spark-defaults.conf"
@@ -107,8 +117,8 @@ def test_a_python_worker_killed_during_a_task_is_named_as_such(tmp_path) -> None
     "Python worker exited unexpectedly (crashed). Consider setting '...faulthandler.enabled'", and
     "(caused by java.io.IOException: Broken pipe)", which misleads. Now it says that a worker died
     and how, without the hint and the pipe."""
-    job = tmp_path / "killed_worker_job.py"
-    job.write_text(
+    result, last = run_job_through_spark_submit(
+        tmp_path, "killed_worker_job.py",
         "import os, signal, sys\n"
         "from nsreplay.config import load_settings\n"
         "from nsreplay.runtime import build_spark, guarded\n"
@@ -120,11 +130,8 @@ def test_a_python_worker_killed_during_a_task_is_named_as_such(tmp_path) -> None
         "    spark = build_spark(load_settings(), 'killed-worker')\n"
         "    spark.range(1).mapInArrow(killed, 'id long').collect()\n"
         "    return 0\n"
-        "sys.exit(main())\n"
+        "sys.exit(main())\n",
     )
-    result = subprocess.run([str(ROOT / "spark-submit.sh"), str(job)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "NSREPLAY_ENV": "test"})
-    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert result.returncode == 1, result.stderr[-3000:]
     assert last.startswith("killed_worker_job.py: a Python worker of Spark died during a task (killed, as the kernel's out-of-memory killer "
                            "does when memory runs short, or crashed): Py4JJavaError: "), last
@@ -154,19 +161,16 @@ def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> 
     """The kernel's out-of-memory killer picks the largest process, the driver JVM (simulated: the job
     sends it SIGKILL). The script's stderr ended with bash's own "line 122: 630 Killed
     "$VENV/bin/spark-submit" ...", status 137, when the job had not said why before it went."""
-    job = tmp_path / "killed_jvm_job.py"
-    job.write_text(
+    result, last = run_job_through_spark_submit(
+        tmp_path, "killed_jvm_job.py",
         "import os, signal, sys, time\n"
         "from nsreplay.config import load_settings\n"
         "from nsreplay.runtime import build_spark\n"
         "spark = build_spark(load_settings(), 'killed-jvm')\n"
         "os.kill(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(), signal.SIGKILL)\n"
         "time.sleep(3)\n"
-        "os._exit(1)\n"
+        "os._exit(1)\n",
     )
-    result = subprocess.run([str(ROOT / "spark-submit.sh"), str(job)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "NSREPLAY_ENV": "test"})
-    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert (result.returncode, last) == (137, (
         "killed_jvm_job.py: the Spark driver JVM was killed by SIGKILL (status 137; the kernel's out-of-memory killer sends SIGKILL "
         "to the largest process when memory runs short, and dmesg names it; spark.driver.memory is 4g)"
