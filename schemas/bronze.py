@@ -67,8 +67,16 @@ INGEST_FILES = TableSpec(
             StructField("status", StringType(), False),
             StructField("lines", LongType(), True),
             StructField("detail", StringType(), True),
+            StructField("read_from", LongType(), True),
+            StructField("complete_bytes", LongType(), True),
+            StructField("complete_lines", LongType(), True),
+            StructField("complete_sha256", StringType(), True),
         ]
     ),
-    description="The files each ingest run read: read, empty or unreadable. Files already ingested are counted "
-    "in silver.ingest_runs.files_skipped (older warehouses also hold rows 'skipped' for them).",
+    description="The files each ingest run read: read, empty or unreadable; lines is how many lines the run read of "
+    "the file, from byte read_from (0: the whole file; more: a file that grew, read after the complete part an "
+    "earlier run read). complete_bytes, complete_lines and complete_sha256 are the file's part up to its last newline "
+    "as this run read it, after which the next read of the file resumes while the file still starts with those bytes "
+    "(null for gzip and UTF-16/32 files, always read whole). Files already ingested are counted in "
+    "silver.ingest_runs.files_skipped (older warehouses also hold rows 'skipped' for them).",
 )

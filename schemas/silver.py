@@ -186,6 +186,10 @@ PARSED_LINE = StructType(
 # `damaged_from`, on a `corrupt_gzip` line only, is the first line of the file that the damaged gzip
 # member gave a byte to (this line itself after a gap between members, such as a hole of zeros): lines
 # `damaged_from` to this one may be garbled (pipelines.ingest.capture_reader).
+# The last row of each file also says how it was read (null on every other row): `read_from`, the byte
+# the read started at (0: whole), and the file's complete part as read now (`complete_bytes`,
+# `complete_lines`, `complete_sha256`: capture_reader.CompletePart; null when a later read cannot
+# resume after it), which bronze.ingest_files keeps for the next read of the file.
 READ_LINE = StructType(
     list(PARSED_LINE.fields)
     + [
@@ -194,5 +198,9 @@ READ_LINE = StructType(
         StructField("body_ref", _str, True),
         StructField("body_text", _str, True),
         StructField("damaged_from", LongType(), True),
+        StructField("read_from", LongType(), True),
+        StructField("complete_bytes", LongType(), True),
+        StructField("complete_lines", LongType(), True),
+        StructField("complete_sha256", _str, True),
     ]
 )

@@ -67,11 +67,22 @@ Contract:
 :func:`read_capture_raw` yields the same lines undecoded (:class:`RawLine`), for a caller that looks
 at the bytes first (the ingest compares repeated register bodies byte for byte); :func:`decoded`
 turns a raw line into its :class:`CaptureLine`.
+
+A file that grows (a log still being written) need not be read again whole. A read of a plain UTF-8
+file reports its complete part (:class:`CompletePart`: the bytes up to its last newline, their line
+count and SHA-256) in a :class:`ReadOutcome`; a later read given that part (``resume``) reads the
+file's first bytes only to hash them and, when they are the same, yields just the lines after them,
+numbered on from there: exactly the lines a whole read would yield after that point (a newline leaves
+the reader at the start of a line, with nothing pending). When the file no longer starts with those
+bytes (written anew, or cut), it is read whole. A gzip file, a UTF-16/32 text, a file whose bytes
+after its last newline hold a zero byte and one whose last newline comes within its first
+:data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no complete part: they are read whole.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import itertools
 import re
 import zlib
@@ -572,8 +583,9 @@ def _buffered_line(
     return line if damaged_from is None else replace(line, damaged_from=damaged_from)
 
 
-def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
-    """Split a stream of decompressed bytes into numbered raw lines (see module contract).
+def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int, first_line_no: int = 1) -> Iterator[RawLine]:
+    """Split a stream of decompressed bytes into numbered raw lines (see module contract), the first
+    numbered ``first_line_no`` (a read resumed after a file's complete part).
 
     After :data:`MEMBER_FAILED`, the line in progress is the one the damage ends in: it holds the
     failed member's last bytes, and the first bytes of the next member found, which may start in the
@@ -585,7 +597,7 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     ``corrupt_gzip`` already. A :class:`_Hole` ends the line in progress if it holds a byte, as a
     newline does, and is a ``zero_bytes`` line of its own."""
     keep_bytes = min(keep_bytes, max_line_bytes)  # more is never kept: a longer line is cut to it
-    line_no = 0
+    line_no = first_line_no - 1
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
     held = max_line_bytes + 1  # the longest line kept whole, with its trailing \r
@@ -667,8 +679,77 @@ def read_capture_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: in
     return map(decoded, read_raw_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes))
 
 
-def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -> Iterator[RawLine]:
-    """:func:`read_capture_stream`, undecoded."""
+@dataclass(frozen=True)
+class CompletePart:
+    """The part of a plain capture file up to and including its last newline, as a read found it:
+    ``size`` bytes, holding lines 1 to ``lines`` (the reader's numbering: holes are lines too), whose
+    SHA-256 is ``sha256`` (hex). A later read resumes after it while the file still starts with
+    those bytes (:func:`read_capture_raw`)."""
+
+    size: int
+    lines: int
+    sha256: str
+
+
+@dataclass
+class ReadOutcome:
+    """What one read of a file found besides its lines, known once they are exhausted: ``read_from``,
+    the byte it started at (0 for a whole read; a :class:`CompletePart`'s size for a resumed one),
+    and ``complete``, the file's complete part as read this time, or None when a later read cannot
+    resume after it (see the module contract; also when the read failed)."""
+
+    read_from: int = 0
+    complete: CompletePart | None = None
+
+
+class _CompleteTracker:
+    """Follows a plain file's bytes as they are read, from ``start`` (hashed into ``digest`` already):
+    where its last newline so far ends, the SHA-256 of the bytes up to there, and whether a zero byte
+    came after it. ``start_bytes`` are the file's first bytes when ``start`` is 0 (None: the text is
+    known to be UTF-8), to tell a UTF-16/32 text, which cannot resume."""
+
+    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"") -> None:
+        self._digest = digest if digest is not None else hashlib.sha256()
+        self._position = start
+        self._complete_end = start
+        self._complete_digest = self._digest.copy()
+        self._zero_after = False
+        self._start_bytes = start_bytes
+
+    def chunks(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        """``chunks``, passed on unchanged, followed."""
+        for chunk in chunks:
+            if self._start_bytes is not None and len(self._start_bytes) < _START_BYTES:
+                self._start_bytes += bytes(chunk[: _START_BYTES - len(self._start_bytes)])
+            nl = chunk.rfind(b"\n")
+            if nl < 0:
+                self._digest.update(chunk)
+                self._zero_after = self._zero_after or b"\0" in chunk
+            else:
+                view = memoryview(chunk)
+                self._digest.update(view[: nl + 1])
+                self._complete_digest = self._digest.copy()
+                self._digest.update(view[nl + 1 :])
+                self._complete_end = self._position + nl + 1
+                self._zero_after = chunk.find(b"\0", nl + 1) >= 0
+            self._position += len(chunk)
+            yield chunk
+
+    def complete(self, last_line_no: int) -> CompletePart | None:
+        """The complete part of a file read to its end, whose last line was ``last_line_no``."""
+        if self._zero_after or self._complete_end < _START_BYTES:
+            # a hole after the last newline may be several lines: where they start is not known; and
+            # bytes after a shorter part may yet make the file's start a UTF-16/32 one
+            return None
+        if self._start_bytes is not None and _wide_encoding(self._start_bytes) is not None:
+            return None  # read as its UTF-8 form: its newlines are not these bytes
+        rest_is_a_line = self._position > self._complete_end  # the last line, without a newline
+        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, self._complete_digest.hexdigest())
+
+
+def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, outcome: ReadOutcome | None = None) -> Iterator[RawLine]:
+    """:func:`read_capture_stream`, undecoded. With ``outcome``, a plain file's complete part is
+    reported in it once the lines are exhausted."""
     chunks = _raw_chunks(stream)
     first = b""
     while len(first) < len(GZIP_MAGIC):  # enough bytes to recognise gzip, whatever the chunk size
@@ -684,9 +765,46 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int) -
         yield from chunks
 
     source: Iterator[bytes] = replay_first()
+    tracker = None
     if first.startswith(GZIP_MAGIC):
         source = _gunzip_chunks(source)
-    yield from split_lines(_holes(_as_utf8(source)), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes)
+    elif outcome is not None:
+        tracker = _CompleteTracker()
+        source = tracker.chunks(source)
+    last = 0
+    for line in split_lines(_holes(_as_utf8(source)), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes):
+        last = line.line_no
+        yield line
+    if tracker is not None and outcome is not None:
+        outcome.complete = tracker.complete(last)
+
+
+def _same_start(stream: BinaryIO, part: CompletePart) -> hashlib._Hash | None:
+    """Read the first ``part.size`` bytes of ``stream`` and hash them: the running digest when they
+    are ``part``'s bytes (the stream is then just past them), None when they differ or are fewer."""
+    digest = hashlib.sha256()
+    left = part.size
+    while left:
+        chunk = stream.read(min(CHUNK_BYTES, left))
+        if not chunk:
+            return None
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest if digest.hexdigest() == part.sha256 else None
+
+
+def _resumed_lines(stream: BinaryIO, part: CompletePart, digest: hashlib._Hash, *, max_line_bytes: int, keep_bytes: int,
+                   outcome: ReadOutcome | None) -> Iterator[RawLine]:
+    """The lines after ``part``, the stream being just past it: plain text (neither gzip nor a wide
+    encoding is looked for there, as a whole read does not look for them mid-file)."""
+    tracker = _CompleteTracker(part.size, digest, start_bytes=None)
+    last = part.lines
+    for line in split_lines(_holes(tracker.chunks(_raw_chunks(stream))), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes,
+                            first_line_no=part.lines + 1):
+        last = line.line_no
+        yield line
+    if outcome is not None:
+        outcome.complete = tracker.complete(last)
 
 
 def read_capture_file(
@@ -706,12 +824,29 @@ def read_capture_raw(
     *,
     max_line_bytes: int,
     keep_bytes: int,
+    resume: CompletePart | None = None,
+    outcome: ReadOutcome | None = None,
 ) -> Iterator[RawLine]:
-    """:func:`read_capture_file`, undecoded; the ``unreadable_file`` line's data is the error text."""
+    """:func:`read_capture_file`, undecoded; the ``unreadable_file`` line's data is the error text.
+
+    With ``resume`` (a complete part an earlier read of this file reported), only the lines after it
+    are read when the file still starts with its bytes; else the file is read whole. ``outcome``, if
+    given, says which it was and reports the file's complete part now (:class:`ReadOutcome`)."""
     produced = 0
     try:
+        if resume is not None:
+            with opener(path) as stream:
+                digest = _same_start(stream, resume)
+                if digest is not None:
+                    produced = resume.lines
+                    if outcome is not None:
+                        outcome.read_from = resume.size
+                    for line in _resumed_lines(stream, resume, digest, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
+                        produced = line.line_no
+                        yield line
+                    return
         with opener(path) as stream:
-            for line in read_raw_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes):
+            for line in read_raw_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
                 produced = line.line_no
                 yield line
     except OSError as exc:

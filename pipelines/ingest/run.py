@@ -25,10 +25,16 @@ re-ingesting the same files adds nothing; skipped files are counted in the run r
 (``files_skipped``), not listed in ``bronze.ingest_files``: a schedule that reads the same directory
 every run would otherwise add a row for every old file at every run. A record seen before (same
 ``record_id``) counts as a duplicate. A file ingested before under another size or modification
-time (a file still being written, or written anew) is read again whole: its records count as
-duplicates, and so do its lines that ``silver.quarantine`` holds already (same file, line number,
-text and reason; ``IngestResult.quarantined_before``), so a bad line is quarantined once however
-often its file is read. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
+time (a file still being written, or written anew) is read again. When it is larger than the
+complete part the latest run to read it recorded (``bronze.ingest_files.complete_bytes``: a plain
+file's bytes up to its last newline) and still starts with those bytes (same SHA-256), only the
+lines after them are read, numbered on (``IngestResult.files_resumed``,
+``bronze.ingest_files.read_from``); else it is read whole
+(``pipelines.ingest.capture_reader``). Either way its records read before count as duplicates, and
+so do its lines that ``silver.quarantine`` holds already (same file, line number, text and reason;
+``IngestResult.quarantined_before``): the last line of the earlier read, if it had no newline then,
+is read again, and a bad line is quarantined once however often its file is read. Counts always
+reconcile: ``lines_read = accepted + duplicates + quarantined``.
 """
 
 from __future__ import annotations
@@ -47,10 +53,12 @@ from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures
+from pipelines.ingest.capture_reader import CompletePart
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
 from pipelines.ingest.transforms import (
     QUARANTINED_BEFORE,
+    FileToRead,
     ParseOptions,
     ReadOptions,
     accepted_events,
@@ -158,6 +166,7 @@ class IngestResult:
     warehouse: str = ""  # the warehouse root, for the commands the messages suggest
     ignored: tuple[str, ...] = ()  # what the capture directory holds that was not read (CaptureListing.ignored)
     quarantined_before: int = 0  # lines of files read again that silver.quarantine holds already (in duplicates)
+    files_resumed: int = 0  # files read again after the complete part an earlier run read (in files_read)
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
@@ -166,7 +175,9 @@ class IngestResult:
     def summary(self) -> str:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
         return (
-            f"ingest {self.run_id}: {self.status}; files {self.files_read} read, {self.files_skipped} already ingested; "
+            f"ingest {self.run_id}: {self.status}; files {self.files_read} read"
+            + (f" ({self.files_resumed} of them after the part read before)" if self.files_resumed else "")
+            + f", {self.files_skipped} already ingested; "
             f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates}"
             + (f" ({self.quarantined_before} of them lines quarantined before)" if self.quarantined_before else "")
             + f" + quarantined {self.quarantined} "
@@ -210,14 +221,25 @@ class _Stopwatch:
 
 
 @dataclass(frozen=True)
+class FileRead:
+    """How a run read one file: from byte ``read_from`` (0: whole), and the file's complete part as
+    read now, if a later read can resume after it (``pipelines.ingest.capture_reader.ReadOutcome``)."""
+
+    read_from: int = 0
+    complete: CompletePart | None = None
+
+
+@dataclass(frozen=True)
 class _LineCounts:
-    """A run's lines counted by status, by quarantine reason and by file; the files that could not be read."""
+    """A run's lines counted by status, by quarantine reason and by file; the files that could not be
+    read; how each file was read (absent for a file that yielded no line)."""
 
     by_status: dict[str, int]
     by_reason: dict[str, int]
     per_file: dict[str, int]
     unreadable: frozenset[str]
     quarantined_per_file: dict[str, int] = field(default_factory=dict)
+    reads: dict[str, FileRead] = field(default_factory=dict)
 
     @staticmethod
     def of(parsed: DataFrame) -> _LineCounts:
@@ -227,7 +249,10 @@ class _LineCounts:
         per_file: dict[str, int] = {}
         quarantined: dict[str, int] = {}
         unreadable: set[str] = set()
-        for r in parsed.groupBy("status", "reason", "source_file").count().collect():
+        reads: dict[str, FileRead] = {}
+        # a file's last row alone carries how it was read: its group's maxima are those values
+        how_read = [F.max(c).alias(c) for c in ("read_from", "complete_bytes", "complete_lines", "complete_sha256")]
+        for r in parsed.groupBy("status", "reason", "source_file").agg(F.count(F.lit(1)).alias("count"), *how_read).collect():
             by_status[r.status] = by_status.get(r.status, 0) + r["count"]
             per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
             if r.reason and r.status == "quarantined":  # not a line quarantined before (mark_quarantined_before)
@@ -235,7 +260,18 @@ class _LineCounts:
                 quarantined[r.source_file] = quarantined.get(r.source_file, 0) + r["count"]
             if r.reason == "unreadable_file":
                 unreadable.add(r.source_file)
-        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined)
+            if r.read_from is not None:
+                complete = None if r.complete_bytes is None else CompletePart(r.complete_bytes, r.complete_lines, r.complete_sha256)
+                reads[r.source_file] = FileRead(r.read_from, complete)
+        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined, reads)
+
+
+def _how_read(read: FileRead | None) -> tuple[int | None, int | None, int | None, str | None]:
+    """``bronze.ingest_files``' read_from, complete_bytes, complete_lines and complete_sha256 of a file read."""
+    if read is None:
+        return (None, None, None, None)
+    part = read.complete
+    return (read.read_from, *((part.size, part.lines, part.sha256) if part else (None, None, None)))
 
 
 def _utc_date(ms: int) -> str:
@@ -250,6 +286,24 @@ def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tup
     paths = [f.path for f in files]
     known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable")).where(F.col("source_file").isin(paths))
     return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
+
+
+def _resume_points(warehouse: Warehouse, files: list[CaptureFile]) -> dict[str, CompletePart]:
+    """For each of ``files`` read before, the complete part that the latest run to read it recorded
+    (file metadata only), when the file is larger now: its read may resume after that part. (The
+    reader checks that the file still starts with the part's bytes, and reads it whole if not.)"""
+    if not files:
+        return {}
+    sizes = {f.path: f.size_bytes for f in files}
+    read = warehouse.read(INGEST_FILES).where(F.col("source_file").isin(list(sizes)) & F.col("complete_bytes").isNotNull())
+    started = warehouse.read(INGEST_RUNS).select("run_id", "started_ms")
+    latest = F.max_by(F.struct("complete_bytes", "complete_lines", "complete_sha256"), F.struct("started_ms", "run_id")).alias("part")
+    points = {}
+    for r in read.join(started, "run_id").groupBy("source_file").agg(latest).collect():
+        part = CompletePart(r.part.complete_bytes, r.part.complete_lines, r.part.complete_sha256)
+        if sizes[r.source_file] > part.size:  # else nothing follows it: a whole read tells whether the file changed
+            points[r.source_file] = part
+    return points
 
 
 def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
@@ -303,7 +357,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     options = parse_options(settings)
     rules = options.rules
     if to_read:
-        read = read_capture_records(spark, [f.path for f in to_read], ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
+        resume = _resume_points(warehouse, [f for f in to_read if f.path in {path for path, _, _ in done}])
+        reading = [FileToRead(f.path, resume.get(f.path)) for f in to_read]
+        read = read_capture_records(spark, reading, ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
     else:
         read = local_frame(spark, [], READ_LINE)
     parsed = read.withColumn("run_id", F.lit(run_id)).withColumn("ingest_date", F.lit(ingest_date)).persist(StorageLevel.MEMORY_AND_DISK)
@@ -383,7 +439,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             warehouse.append(TOPIC_CONFIGS, bodies, commit)
             warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
             file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) else "empty",
-                          per_file.get(f.path, 0), None) for f in to_read]
+                          per_file.get(f.path, 0), None, *_how_read(counts.reads.get(f.path))) for f in to_read]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:
@@ -398,6 +454,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             accepted=metrics.accepted,
             duplicates=metrics.duplicates,
             quarantined_before=quarantined_before,
+            files_resumed=sum(1 for r in counts.reads.values() if r.read_from),
             quarantined=metrics.quarantined,
             quarantined_by_reason=by_reason,
             new_bodies=n_bodies,

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.ingest.bronze_form import split_line
 from pipelines.ingest.capture_files import open_capture
-from pipelines.ingest.capture_reader import RawLine, decoded, read_capture_raw
+from pipelines.ingest.capture_reader import CompletePart, RawLine, ReadOutcome, decoded, read_capture_raw
 from pipelines.ingest.records import Accepted, DecodedBody, LineParser, ParserLimits, Rejected, worker_memory
 from pipelines.quality.rules import RowRule, first_broken_rule, register_body_problem
 from pipelines.worker import gc_paused, steady_archive_imports
@@ -30,6 +30,15 @@ BATCH_BYTES = 32 * 1024 * 1024
 class ReadOptions:
     max_line_bytes: int
     keep_bytes: int
+
+
+@dataclass(frozen=True)
+class FileToRead:
+    """A capture file an ingest reads, and the complete part an earlier read of it reported, if any:
+    the read resumes after it while the file still starts with its bytes."""
+
+    path: str
+    resume: CompletePart | None = None
 
 
 @dataclass(frozen=True)
@@ -159,8 +168,8 @@ def incomplete_line_detail(reason: str, detail: str | None) -> str:
     """What the quarantine says of a file's last line that has no newline and does not parse."""
     return (
         f"the file's last line has no newline and does not parse ({reason}: {detail}): a writer may have been writing it "
-        "when the file was read. Once the file has changed, the next ingest reads it again whole, and takes the line if it "
-        "is complete by then"
+        "when the file was read. Once the file has changed, the next ingest reads it again from this line (whole, if what "
+        "came before it changed too), and takes the line if it is complete by then"
     )
 
 
@@ -217,11 +226,12 @@ def read_line_rows(parser: LineParser, source_file: str, lines: Iterable[RawLine
         yield row
 
 
-def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[str], Iterator[pa.RecordBatch]]:
-    """One task's reader: a capture file's path → its READ_LINE rows as record batches. Call it in
-    the task (a Python worker): the parser it holds reuses the bodies the worker's earlier tasks
-    decoded (same configuration only), though which bodies a task reports as new does not depend on
-    them; a body text is emitted by the first line of the task split on it (``read_line_row``)."""
+def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[FileToRead], Iterator[pa.RecordBatch]]:
+    """One task's reader: a capture file to read → its READ_LINE rows as record batches, the last of
+    which says how the file was read (:func:`with_read_outcome`). Call it in the task (a Python
+    worker): the parser it holds reuses the bodies the worker's earlier tasks decoded (same
+    configuration only), though which bodies a task reports as new does not depend on them; a body
+    text is emitted by the first line of the task split on it (``read_line_row``)."""
     steady_archive_imports()
     arrow_schema = to_arrow_schema(READ_LINE)
     body_options = dict(max_queue_nums=parse.max_queue_nums, max_perm=parse.max_perm)
@@ -229,27 +239,53 @@ def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[str], Itera
     parser = LineParser(parse.limits, lambda body: register_body_problem(body, **body_options), memory)
     stored: set[str] = set()
 
-    def batches_of(path: str) -> Iterator[pa.RecordBatch]:
-        lines = read_capture_raw(path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes)
-        rows = read_line_rows(parser, path, lines, parse, stored)
+    def batches_of(file: FileToRead) -> Iterator[pa.RecordBatch]:
+        outcome = ReadOutcome()
+        lines = read_capture_raw(file.path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes,
+                                 resume=file.resume, outcome=outcome)
+        rows = with_read_outcome(read_line_rows(parser, file.path, lines, parse, stored), outcome)
         with gc_paused():
             yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
 
     return batches_of
 
 
-def read_capture_records(spark: SparkSession, paths: list[str], read: ReadOptions, parse: ParseOptions) -> DataFrame:
-    """Every line of the given capture files, read and parsed in one pass (READ_LINE rows), one task
-    per file: what bronze keeps of each line and what silver gets from it."""
+def with_read_outcome(rows: Iterator[dict[str, Any]], outcome: ReadOutcome) -> Iterator[dict[str, Any]]:
+    """``rows`` (one file's READ_LINE rows), the last one given the READ_LINE columns that say how the
+    file was read: ``outcome`` as it stands once the rows are exhausted. A file that yields no row
+    (zero bytes) reports nothing."""
+    held: dict[str, Any] | None = None
+    for row in rows:
+        if held is not None:
+            yield held
+        held = row
+    if held is None:
+        return
+    held["read_from"] = outcome.read_from
+    if outcome.complete is not None:
+        held.update(complete_bytes=outcome.complete.size, complete_lines=outcome.complete.lines, complete_sha256=outcome.complete.sha256)
+    yield held
+
+
+#: The task input of :func:`read_capture_records`: a file, and the complete part to resume after.
+FILES_TO_READ = "source_file string, resume_bytes long, resume_lines long, resume_sha256 string"
+
+
+def read_capture_records(spark: SparkSession, files: list[FileToRead], read: ReadOptions, parse: ParseOptions) -> DataFrame:
+    """Every line of the given capture files (after its complete part, for a file read again that
+    still starts with it), read and parsed in one pass (READ_LINE rows), one task per file: what
+    bronze keeps of each line and what silver gets from it."""
 
     def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches_of = file_reader(read, parse)
         for batch in batches:
-            for path in batch.column(0).to_pylist():
-                yield from batches_of(path)
+            for row in batch.to_pylist():
+                resume = None if row["resume_bytes"] is None else CompletePart(row["resume_bytes"], row["resume_lines"], row["resume_sha256"])
+                yield from batches_of(FileToRead(row["source_file"], resume))
 
-    files = spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths)))
-    return spark.createDataFrame(files, "source_file string").mapInArrow(read_files, READ_LINE)
+    rows = [(f.path, *((f.resume.size, f.resume.lines, f.resume.sha256) if f.resume else (None, None, None))) for f in files]
+    tasks = spark.sparkContext.parallelize(rows, max(1, len(rows)))
+    return spark.createDataFrame(tasks, FILES_TO_READ).mapInArrow(read_files, READ_LINE)
 
 
 # --------------------------------------------------------------------------------------- splitting

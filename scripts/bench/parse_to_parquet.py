@@ -29,7 +29,7 @@ from nsreplay.runtime import build_spark
 from nsreplay.storage.arrow_types import to_arrow_schema
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.records import ParserLimits
-from pipelines.ingest.transforms import ParseOptions, ReadOptions, accepted_events, as_events, bronze_lines, file_reader, read_capture_records
+from pipelines.ingest.transforms import FileToRead, ParseOptions, ReadOptions, accepted_events, as_events, bronze_lines, file_reader, read_capture_records
 from pipelines.quality.rules import event_rules
 from schemas.silver import READ_LINE
 
@@ -45,7 +45,7 @@ def _parse_to_files(spark: SparkSession, paths: list[str], read: ReadOptions, pa
             for index, path in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                 rows_written = 0
                 with pq.ParquetWriter(f"{out}/part-{index:05d}.parquet", arrow_schema, compression="zstd") as writer:
-                    for part in batches_of(path):
+                    for part in batches_of(FileToRead(path)):
                         writer.write_batch(part)
                         rows_written += part.num_rows
                 yield pa.RecordBatch.from_pylist([{"source_file": path, "rows": rows_written}])
@@ -86,7 +86,7 @@ def main() -> None:
             Path(work).mkdir(parents=True)
             started = time.perf_counter()
             if way == "cached":
-                parsed = read_capture_records(spark, paths, read, parse).persist(StorageLevel.MEMORY_AND_DISK)
+                parsed = read_capture_records(spark, [FileToRead(p) for p in paths], read, parse).persist(StorageLevel.MEMORY_AND_DISK)
                 counts = parsed.groupBy("status", "reason", "source_file").count().collect()
             else:
                 Path(f"{work}/lines").mkdir()

@@ -36,7 +36,7 @@ from nsreplay.bench_oracle import records_by_namesrv
 from nsreplay.config import load_settings
 from nsreplay.model import NamesrvReplay
 from pipelines.ingest.run import parse_options
-from pipelines.ingest.transforms import ReadOptions, file_reader
+from pipelines.ingest.transforms import FileToRead, ReadOptions, file_reader
 
 settings = load_settings()
 read = ReadOptions(settings.ingest.max_line_bytes, settings.ingest.quarantine_keep_bytes)
@@ -44,7 +44,7 @@ options = parse_options(settings)
 parse, lines = [], 0
 for path in files:
     started = time.process_time()
-    for batch in file_reader(read, options)(path):
+    for batch in file_reader(read, options)(FileToRead(path)):
         lines += batch.num_rows
     parse.append(time.process_time() - started)
 

@@ -4,6 +4,7 @@ the same lines as their UTF-8 form, plain or gzipped, whatever the chunks."""
 
 import codecs
 import gzip
+import hashlib
 import io
 
 import pytest
@@ -137,7 +138,7 @@ def test_a_capture_saved_as_utf16_by_a_windows_tool_ingests_as_its_utf8_form(tmp
     import pyarrow as pa
     from line_parsers import LIMITS
 
-    from pipelines.ingest.transforms import ParseOptions, ReadOptions, file_reader
+    from pipelines.ingest.transforms import FileToRead, ParseOptions, ReadOptions, file_reader
     from pipelines.quality.rules import event_rules
 
     records = [
@@ -156,9 +157,15 @@ def test_a_capture_saved_as_utf16_by_a_windows_tool_ingests_as_its_utf8_form(tmp
     options = ParseOptions(LIMITS, event_rules(min_ts=0, max_ts=2**62), max_queue_nums=1024, max_perm=15, keep_bytes=1 << 20)
 
     def table(path) -> pa.Table:
-        batches = list(file_reader(ReadOptions(max_line_bytes=1 << 20, keep_bytes=1 << 10), options)(str(path)))
+        batches = list(file_reader(ReadOptions(max_line_bytes=1 << 20, keep_bytes=1 << 10), options)(FileToRead(str(path))))
         return pa.Table.from_batches(batches).drop_columns(["source_file"])
 
+    # the UTF-8 file's complete part is where a later read may resume; a UTF-16 one is always read whole
+    how_read = ["complete_bytes", "complete_lines", "complete_sha256"]
     got, want = table(utf16), table(utf8)
+    assert want.select(how_read).to_pylist()[-1] == {
+        "complete_bytes": utf8.stat().st_size, "complete_lines": 4, "complete_sha256": hashlib.sha256(utf8.read_bytes()).hexdigest()}
+    assert got.select(how_read).to_pylist()[-1] == dict.fromkeys(how_read)
+    got, want = got.drop_columns(how_read), want.drop_columns(how_read)
     assert want.num_rows == 4 and want.column("status").to_pylist() == ["accepted", "accepted", "accepted", "quarantined"]
     assert got.to_pylist() == want.to_pylist()

@@ -116,6 +116,7 @@ def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, t
     warehouse.ensure(INGEST_FILES)
     rows = [("r1", "/c/a.jsonl", 10, 5, "read", 1, None), ("r1", "/c/b.jsonl", 20, 6, "unreadable", 1, None),
             ("r1", "/c/c.jsonl", 30, 7, "skipped", None, "already ingested"), ("r1", "/c/d.jsonl", 0, 0, "empty", 0, None)]
+    rows = [row + (None,) * (len(INGEST_FILES.schema) - len(row)) for row in rows]
     warehouse.append(INGEST_FILES, local_frame(spark, rows, INGEST_FILES.schema), CommitInfo(run_id="r1", job="ingest"))
     files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0)]
     assert _already_ingested(warehouse, files) == {("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}

@@ -1,22 +1,27 @@
 """A capture file still being written (an audit log the NameServer appends to), ingested as it grows.
 
-Each ingest reads the changed file again whole. Its records count once (duplicates), and so do its bad
-lines: each is quarantined by the first run that reads it, and counted as a duplicate by the later
-ones. Its last line, cut short when the file was read (no newline yet), is quarantined as
-``incomplete_line`` by that run; the next run, reading the file again once the line is written,
-accepts it. After the last step, ``silver.events`` equals one ingest of the whole file, and
-``silver.quarantine`` equals that ingest's quarantine plus the cut lines.
+Each ingest reads the file again from where the part read before ends (its last newline), while the
+file still starts with those bytes: the new lines only, numbered on. Its last line, cut short when
+the file was read (no newline yet), is quarantined as ``incomplete_line`` by that run; the next run
+starts with that line, and accepts it once written. A file written anew (its first bytes changed) is
+read again whole: its records count once (duplicates), and so do its bad lines, each quarantined by
+the first run that reads it. After the last step, ``silver.events`` equals one ingest of the whole
+file, and ``silver.quarantine`` equals that ingest's quarantine plus the cut lines.
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import hashlib
 import io
 import json
 from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from line_parsers import LIMITS, parser
 from published import plain
 from pyspark.sql import functions as F
@@ -25,10 +30,11 @@ from nsreplay.config import load_settings
 from nsreplay.generator import apply_overrides, generate, preset
 from nsreplay.runtime import local_frame
 from nsreplay.storage import Warehouse
-from pipelines.ingest.capture_reader import RawLine, read_raw_stream
+from pipelines.ingest.capture_reader import CompletePart, RawLine, ReadOutcome, read_capture_raw, read_raw_stream
 from pipelines.ingest.run import run_ingest
 from pipelines.ingest.transforms import QUARANTINE_LINE_KEY, QUARANTINED_BEFORE, ParseOptions, mark_quarantined_before, read_line_row
 from pipelines.quality.rules import event_rules
+from schemas.bronze import CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, QUARANTINE, READ_LINE
 
 OPTIONS = ParseOptions(LIMITS, event_rules(min_ts=0, max_ts=2**62), max_queue_nums=1024, max_perm=15, keep_bytes=1 << 20)
@@ -52,6 +58,69 @@ def test_only_a_last_line_without_a_newline_is_unterminated() -> None:
     assert lines(cut)[-1].read_error == "truncated_gzip" and not lines(cut)[-1].unterminated
 
 
+class _Trickle(io.BytesIO):
+    """A file that gives at most ``step`` bytes per read: chunk boundaries anywhere."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        super().__init__(data)
+        self.step = step
+
+    def read(self, size: int | None = -1) -> bytes:
+        return super().read(self.step if size is None or size < 0 else min(size, self.step))
+
+
+def read_file(data: bytes, *, resume: CompletePart | None = None, step: int = 1 << 20) -> tuple[list[RawLine], ReadOutcome]:
+    """The lines of a file holding ``data`` and how it was read (max_line_bytes 12, keep_bytes 5)."""
+    outcome = ReadOutcome()
+    lines = list(read_capture_raw("f.jsonl", lambda _: _Trickle(data, step), max_line_bytes=12, keep_bytes=5, resume=resume, outcome=outcome))
+    return lines, outcome
+
+
+#: Pieces of a file's bytes: text, newlines, carriage returns, holes, bytes that are not UTF-8, a
+#: byte-order mark, a record's start in UTF-16, gzip's magic, and a line too long (over 12 bytes).
+PIECES = st.sampled_from([b"{", b"ab", b"\n", b"\r\n", b"\r", b"\0", b"\0\0", b"\xff", "订".encode(), codecs.BOM_UTF8, codecs.BOM_UTF16_LE,
+                          b"{\0", b"\x1f\x8b\x08", b"x" * 13])
+FILE_BYTES = st.lists(PIECES, max_size=30).map(b"".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9))
+@example(before=codecs.BOM_UTF16_LE + b"\n", added=b"\0{\0\n\0", step=4)  # the bytes after make it UTF-16
+@example(before=b"{a}\n{b}\n{c", added=b"}\n\0\0", step=3)
+def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yields_after_it(before: bytes, added: bytes, step: int) -> None:
+    """A file read when it held ``before`` and read again once ``added`` came after: resumed after the
+    complete part the first read reported, the second read yields exactly the whole read's lines
+    after that part, and reports the same complete part; the first read's lines up to the part are
+    the whole read's too. Resumed after a part the file no longer starts with, it is read whole."""
+    first, found = read_file(before, step=step)
+    whole, again = read_file(before + added, step=step)
+    assert found.read_from == 0 and again.read_from == 0
+    part = found.complete
+    if part is None:
+        return
+    assert before[: part.size].endswith(b"\n") and b"\n" not in before[part.size :]
+    assert part.sha256 == hashlib.sha256(before[: part.size]).hexdigest()
+    assert first[: part.lines] == whole[: part.lines] and all(not line.unterminated for line in first[: part.lines])
+    resumed, outcome = read_file(before + added, resume=part, step=step)
+    assert resumed == whole[part.lines :]
+    assert (outcome.read_from, outcome.complete) == (part.size, again.complete)
+    changed = bytes([before[0] ^ 0x01]) + before[1:] + added  # written anew: its first byte differs
+    assert read_file(changed, resume=part, step=step) == read_file(changed, step=step)
+    assert read_file(before[: part.size - 1], resume=part, step=step) == read_file(before[: part.size - 1], step=step)  # cut
+
+
+def test_gzip_and_utf16_files_and_a_hole_after_the_last_newline_report_no_complete_part() -> None:
+    text = b'{"a":1}\n{"b":2}\n'
+    assert read_file(text)[1].complete == CompletePart(len(text), 2, hashlib.sha256(text).hexdigest())
+    assert read_file(text + b"{")[1].complete == CompletePart(len(text), 2, hashlib.sha256(text).hexdigest())
+    assert read_file(gzip.compress(text, mtime=0))[1].complete is None
+    assert read_file(codecs.BOM_UTF16_LE + text.decode().encode("utf-16-le"))[1].complete is None
+    assert read_file(text + b"{\0")[1].complete is None
+    assert read_file(text + b"\0\0")[1].complete is None
+    assert read_file(b"{}\n")[1].complete is None  # within the first bytes, which tell a UTF-16/32 text
+    assert read_file(b"")[1] == ReadOutcome()
+
+
 def verdict(data: bytes, *, unterminated: bool) -> tuple[str, str | None, str | None]:
     row = read_line_row(parser(), "f.jsonl", RawLine(1, data, len(data), unterminated=unterminated), OPTIONS, set())
     return row["status"], row.get("reason"), row.get("detail")
@@ -68,7 +137,7 @@ def test_a_last_line_cut_short_is_an_incomplete_line_and_says_why(data: bytes, r
     status, got, detail = verdict(data, unterminated=True)
     assert (status, got) == ("quarantined", "incomplete_line")
     assert detail.startswith(f"the file's last line has no newline and does not parse ({reason}: ")
-    assert "the next ingest reads it again whole" in detail
+    assert "the next ingest reads it again from this line" in detail
     assert verdict(data, unterminated=False)[:2] == ("quarantined", reason)  # a line a newline ended is what it is
 
 
@@ -135,11 +204,14 @@ def test_a_growing_file_ingested_at_each_step_equals_one_ingest_of_the_whole(spa
     settings = load_settings()
     log = tmp_path / "captures" / "namesrv-audit.jsonl"
     log.parent.mkdir()
+    upto = lambda n: b"\n".join(log_lines[:n]) + b"\n"  # noqa: E731 - the first n lines, each with its newline
+    last = len(log_lines)
     # the generator's own bad lines are in the file too: count the reasons from a whole ingest below
     steps = [
-        b"\n".join(log_lines[:40]) + b"\n" + log_lines[40][:30],  # line 41 half written
-        b"\n".join(log_lines[:120]) + b"\n" + log_lines[120][:1],  # line 121: its first byte only
-        b"\n".join(log_lines) + b"\n",
+        upto(40) + log_lines[40][:30],  # line 41 half written
+        upto(120) + log_lines[120][:1],  # line 121: its first byte only
+        upto(last - 1),
+        b"\r\n".join(log_lines) + b"\r\n",  # written anew (a copy with Windows line ends), one more line
     ]
     growing = Warehouse(str(tmp_path / "wh-growing"), spark, "delta-rs")
     results = []
@@ -155,16 +227,32 @@ def test_a_growing_file_ingested_at_each_step_equals_one_ingest_of_the_whole(spa
     cut = [(r.run_id, r.line_no, r.raw_text) for r in kept.where(F.col("reason") == "incomplete_line").orderBy("line_no").collect()]
     assert cut == [("grow-0", 41, log_lines[40][:30].decode()), ("grow-1", 121, log_lines[120][:1].decode())]
 
+    # how each run read the file: after the complete part the run before recorded, until it was written anew
+    sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731
+    files = {r.run_id: r for r in growing.read(INGEST_FILES).collect()}
+    assert [(files[f"grow-{i}"].read_from, files[f"grow-{i}"].lines) for i in range(4)] == [
+        (0, 41), (len(upto(40)), 81), (len(upto(120)), last - 121), (0, last)]
+    assert [(files[f"grow-{i}"].complete_bytes, files[f"grow-{i}"].complete_lines, files[f"grow-{i}"].complete_sha256) for i in range(4)] == [
+        (len(upto(40)), 40, sha(upto(40))), (len(upto(120)), 120, sha(upto(120))), (len(steps[2]), last - 1, sha(steps[2])),
+        (len(steps[3]), last, sha(steps[3]))]
+    # bronze keeps each line once per read: the resumed runs read from the line cut before
+    raw = {r.run_id: (r.first, r.last, r.n) for r in growing.read(CAPTURES_RAW).groupBy("run_id").agg(
+        F.min("line_no").alias("first"), F.max("line_no").alias("last"), F.count(F.lit(1)).alias("n")).collect()}
+    assert raw == {"grow-0": (1, 41, 41), "grow-1": (41, 121, 81), "grow-2": (121, last - 1, last - 121), "grow-3": (1, last, last)}
+
     # each run's counts: a bad line is quarantined by the first run that reads it only
     bad_lines = {n: r for n, r in ((r.line_no, r.reason) for r in once.read(QUARANTINE).select("line_no", "reason").collect())}
     quarantined_in = lambda lo, hi: sum(1 for n in bad_lines if lo < n <= hi)  # noqa: E731
-    assert [r.lines_read for r in results] == [41, 121, len(log_lines)]
-    assert [r.quarantined for r in results] == [quarantined_in(0, 40) + 1, quarantined_in(40, 120) + 1, quarantined_in(120, len(log_lines))]
-    assert [r.quarantined_before for r in results] == [0, quarantined_in(0, 40), quarantined_in(0, 120)]
-    assert [r.quarantined_by_reason.get("incomplete_line", 0) for r in results] == [1, 1, 0]
+    assert [r.lines_read for r in results] == [41, 81, last - 121, last]
+    assert [r.files_resumed for r in results] == [0, 1, 1, 0]
+    assert [r.quarantined for r in results] == [quarantined_in(0, 40) + 1, quarantined_in(40, 120) + 1, quarantined_in(120, last - 1),
+                                                quarantined_in(last - 1, last)]
+    assert [r.quarantined_before for r in results] == [0, 0, 0, quarantined_in(0, last - 1)]
+    assert [r.quarantined_by_reason.get("incomplete_line", 0) for r in results] == [1, 1, 0, 0]
     assert {10 + 1, 30 + 1, 80 + 1} <= set(bad_lines), bad_lines  # the bad lines put in are where they were put
     assert not {41, 121} & set(bad_lines), bad_lines  # the lines cut short are records, once whole
     for r in results:
         assert r.lines_read == r.accepted + r.duplicates + r.quarantined, r
     assert sum(r.accepted for r in results) == whole.accepted
-    assert f"duplicates {results[2].duplicates} ({quarantined_in(0, 120)} of them lines quarantined before)" in results[2].summary()
+    assert "files 1 read (1 of them after the part read before), 0 already ingested" in results[1].summary()
+    assert f"duplicates {results[3].duplicates} ({quarantined_in(0, last - 1)} of them lines quarantined before)" in results[3].summary()
