@@ -357,7 +357,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     options = parse_options(settings)
     rules = options.rules
     if to_read:
-        resume = _resume_points(warehouse, [f for f in to_read if f.path in {path for path, _, _ in done}])
+        read_before = {path for path, _, _ in done}
+        resume = _resume_points(warehouse, [f for f in to_read if f.path in read_before])
         reading = [FileToRead(f.path, resume.get(f.path)) for f in to_read]
         read = read_capture_records(spark, reading, ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
     else:
@@ -383,10 +384,10 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
                 as_read.unpersist()
             clock.lap("quarantine damaged gzip members")
         # a file read again yields the bad lines quarantined when it was read before: they count as duplicates
-        read_before = {path for path, _, _ in done} & {p for p, n in counts.quarantined_per_file.items() if n}
-        if read_before:
+        read_again = {path for path, _, _ in done} & {p for p, n in counts.quarantined_per_file.items() if n}
+        if read_again:
             as_read = parsed
-            known = warehouse.read(QUARANTINE).where(F.col("source_file").isin(sorted(read_before)))
+            known = warehouse.read(QUARANTINE).where(F.col("source_file").isin(sorted(read_again)))
             parsed = mark_quarantined_before(as_read, known).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(parsed)
             counts = _LineCounts.of(parsed)
