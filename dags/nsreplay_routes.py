@@ -16,6 +16,12 @@ Scheduling only: every decision about data lives in the jobs. Run ids come from 
 jobs (idempotent per run id) do not duplicate anything. Windows build on their predecessor's published
 state, hence ``max_active_runs=1`` and ``depends_on_past``. See docs/operations.md.
 
+Failures (both DAGs, :class:`NsreplayBashOperator`): a task whose command exits non-zero fails with the
+command's one-line reason in its error (``exit status 1: rebuild_routes.py: GoldQualityError: ...``).
+A failure the same input meets again (a usage or configuration error, a data-quality verdict, a
+schema mismatch, the driver out of memory: :func:`retry_is_futile`) fails at once, without retries;
+any other (a lost executor, a killed JVM, storage) is retried.
+
 ``nsreplay_maintenance``: once a day (no catch-up: a missed day is done by the next one), three
 tasks, each one call of the project's ``nsreplay`` command (no Spark; ``.venv`` is bootstrapped
 first, as ``spark-submit.sh`` does):
@@ -57,17 +63,22 @@ pass through unchanged. An unknown key in the Variable fails the task (typos do 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from datetime import datetime, timedelta, timezone
+from functools import cached_property
 from pathlib import Path
 
 try:  # Airflow 3
+    from airflow.providers.standard.hooks.subprocess import SubprocessHook
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG, Param
 except ImportError:  # Airflow 2.x
     from airflow import DAG
+    from airflow.hooks.subprocess import SubprocessHook
     from airflow.models.param import Param
     from airflow.operators.bash import BashOperator
+from airflow.exceptions import AirflowException, AirflowFailException
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 DAG_ID = "nsreplay_routes"
@@ -124,6 +135,81 @@ def settings_arguments() -> dict[str, object]:
     }
 
 
+#: Exit statuses after which the same command fails the same way: 2, a usage or configuration error
+#: (the job's arguments, spark-submit.sh's settings); 52, the driver JVM ran out of memory (the same
+#: data in the same memory runs out again; the reason names the setting to raise).
+FINAL_STATUSES = frozenset({2, 52})
+#: Failures whose one-line reason (``<job>: <Type>: <message>``, nsreplay.runtime.guarded) names one of
+#: these types are verdicts on the data, the configuration or the run's state, which the same input
+#: meets again: a retry minutes later changes nothing until someone acts. Any other failure (a lost
+#: executor or JVM, storage, a capture path not there yet, ...) is retried.
+FINAL_REASONS = frozenset({
+    "ConfigError",              # conf/<env>/nsreplay.toml
+    "IngestQualityError",       # the ingest's data-quality check: too many bad lines
+    "GoldQualityError",         # the window's gold checks (quality)
+    "SchemaMismatchError",      # a table written by another schema
+    "StateFormatError",         # replay states of another nsreplay version
+    "RunIdSpentError",          # this run id cannot publish consistently any more
+    "NotWrittenError",          # quality/publish of a run whose replay wrote nothing
+    "PublishRefusedError",      # publish of a run whose quality failed, or whose tables moved on
+    "MissingPredecessorError",  # the previous window is not published
+    "NothingToReplayError",     # no record at or before the window's end
+})
+_REASON_TYPE = re.compile(r"^[\w.-]+: (\w+): ")
+
+
+def retry_is_futile(status: int, reason: str) -> bool:
+    """Whether a command that ended with ``status`` and the last output line ``reason`` would fail the
+    same way if run again on the same input (:data:`FINAL_STATUSES`, :data:`FINAL_REASONS`)."""
+    if status in FINAL_STATUSES:
+        return True
+    named = _REASON_TYPE.match(reason.strip())
+    return status == 1 and named is not None and named.group(1) in FINAL_REASONS
+
+
+class _LastResultHook(SubprocessHook):
+    """A SubprocessHook that keeps the result of its last command (``result``: exit code, last line)."""
+
+    result = None
+
+    def run_command(self, *args, **kwargs):
+        self.result = super().run_command(*args, **kwargs)
+        return self.result
+
+
+class NsreplayBashOperator(BashOperator):
+    """The BashOperator of every nsreplay task. A command that exits non-zero fails the task with
+    ``exit status N: <its last output line>``: every nsreplay command ends a failure with its one-line
+    reason, which so reaches the failure itself (the UI's error, a callback, an e-mail), not only the
+    log. The failure is final, without the task's retries (``AirflowFailException``), when
+    :func:`retry_is_futile` says so; otherwise the retries apply. No exit status skips the task
+    (BashOperator skips on 99 by default, and a skipped task skips the rest of the run, which then
+    ends "success" having published nothing)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("skip_on_exit_code", None)
+        super().__init__(**kwargs)
+
+    @cached_property
+    def subprocess_hook(self):
+        # its lines in the task log read as BashOperator's own hook's do
+        return _LastResultHook(logger_name=f"{SubprocessHook.__module__}.SubprocessHook")
+
+    def execute(self, context):
+        self.subprocess_hook.result = None
+        try:
+            return super().execute(context)
+        except AirflowException:
+            result = self.subprocess_hook.result
+            if result is None or result.exit_code == 0:  # failed before or after its command: as BashOperator says
+                raise
+            message = f"exit status {result.exit_code}: {result.output.strip() or '(no output)'}"
+            if retry_is_futile(result.exit_code, result.output):
+                raise AirflowFailException(message + " (not retried: the same input fails the same way; fix the cause,"
+                                           " then clear the task)") from None
+            raise AirflowException(message) from None
+
+
 def submit(job_args: str) -> str:
     """The bash command of one task: ``spark-submit.sh`` with the run's settings (one Variable read), run
     from the project root, against which the settings' relative paths are read."""
@@ -173,28 +259,27 @@ with DAG(
     tags=["nsreplay", "spark", "rocketmq"],
     doc_md=__doc__,
 ) as dag:
-    ingest = BashOperator(
+    ingest = NsreplayBashOperator(
         task_id="ingest",
         bash_command=submit("jobs/ingest_captures.py --captures {{ s.captures | sh }} --warehouse {{ s.warehouse | sh }} "
                             "--run-id ingest-{{ data_interval_start | ts_nodash }}"),
         execution_timeout=timedelta(hours=1),
     )
-    replay = BashOperator(
+    replay = NsreplayBashOperator(
         task_id="replay",
         bash_command=rebuild_stage("replay"),
         execution_timeout=timedelta(hours=2),
         depends_on_past=True,
         wait_for_downstream=True,  # also the previous window's quality
     )
-    quality = BashOperator(
+    quality = NsreplayBashOperator(
         task_id="quality",
         bash_command=rebuild_stage("quality"),
         execution_timeout=timedelta(minutes=30),
-        retries=1,  # a failed check fails again on the same data; one retry covers a lost executor
         depends_on_past=True,
         wait_for_downstream=True,  # also the previous window's publish
     )
-    publish = BashOperator(
+    publish = NsreplayBashOperator(
         task_id="publish",
         bash_command=rebuild_stage("publish"),
         execution_timeout=timedelta(minutes=15),
@@ -222,9 +307,9 @@ with DAG(
     tags=["nsreplay", "maintenance"],
     doc_md=__doc__,
 ) as maintenance:
-    compact = BashOperator(task_id="compact", bash_command=maintain("compact"), execution_timeout=timedelta(hours=2))
-    thin_states = BashOperator(task_id="thin_states", bash_command=maintain("thin-states"), execution_timeout=timedelta(hours=1))
-    vacuum = BashOperator(
+    compact = NsreplayBashOperator(task_id="compact", bash_command=maintain("compact"), execution_timeout=timedelta(hours=2))
+    thin_states = NsreplayBashOperator(task_id="thin_states", bash_command=maintain("thin-states"), execution_timeout=timedelta(hours=1))
+    vacuum = NsreplayBashOperator(
         task_id="vacuum",
         bash_command=maintain("vacuum"),
         execution_timeout=timedelta(hours=1),

@@ -43,7 +43,7 @@ def test_dag_imports_with_expected_shape(airflow):
     assert tasks["ingest"]["upstream"] == [] and tasks["publish"]["downstream"] == []
 
     for task_id, task in tasks.items():
-        assert task["type"] == "BashOperator"
+        assert task["type"] == "NsreplayBashOperator"
         assert task["retries"] >= 1 and task["retry_delay"] > 0, task_id
         assert task["execution_timeout"] and task["execution_timeout"] > 0, task_id
         assert "spark-submit.sh" in task["bash_command"], task_id
@@ -71,7 +71,7 @@ def test_maintenance_dag_compacts_and_thins_then_vacuums_daily_without_catch_up(
     assert sorted(tasks["vacuum"]["upstream"]) == ["compact", "thin_states"] and tasks["compact"]["upstream"] == tasks["thin_states"]["upstream"] == []
     assert tasks["vacuum"]["trigger_rule"] == "all_done" and tasks["compact"]["trigger_rule"] == tasks["thin_states"]["trigger_rule"] == "all_success"
     for task_id, task in tasks.items():
-        assert task["type"] == "BashOperator" and task["retries"] >= 1 and task["execution_timeout"] > 0, task_id
+        assert task["type"] == "NsreplayBashOperator" and task["retries"] >= 1 and task["execution_timeout"] > 0, task_id
         assert task["depends_on_past"] is False, task_id
         assert "spark-submit.sh" not in task["bash_command"], task_id  # Spark-free
         assert f"/.venv/bin/nsreplay {task_id.replace('_', '-')} --warehouse" in task["bash_command"], task_id
