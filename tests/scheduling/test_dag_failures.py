@@ -58,7 +58,8 @@ def test_any_other_failure_is_retried_and_says_why(airflow, tmp_path):
     missing = tmp_path / "not-mounted"  # captures not there (yet): maybe a mount that comes back
     state, exception = run_task(airflow, "ingest", {"captures": str(missing), "warehouse": str(tmp_path / "wh"), "nsreplay_env": "test"})
     assert state == "up_for_retry", (state, exception)
-    assert exception.startswith("airflow.exceptions.AirflowException: ") and "ingest_captures.py: CaptureNotFoundError: " in exception, exception
+    assert exception.startswith("airflow.exceptions.AirflowException: exit status 1: ingest_captures.py: "), exception
+    assert str(missing) in exception, exception  # the job's reason, naming the path
 
 
 def test_no_exit_status_skips_a_task(airflow, tmp_path):
