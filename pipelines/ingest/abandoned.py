@@ -32,6 +32,15 @@ discarded it) must write everything again, but its earlier commits would make th
 those writes as already done. :func:`commit_job` gives such a retry a job name of its own,
 ``ingest@<version of the discard>``, so its writes are new commits (and idempotent again if it is
 retried in turn). A finished run id run again reads nothing new: it discards nothing.
+
+**A run that failed its data-quality check, run again under its run id** (the cause fixed, e.g. the
+quarantine ratio raised or the stray files moved away, and the Airflow task cleared) is the one
+exception: it finished, but wrote only its bronze lines, its quality results and its run row (status
+``failed_quality``), and marked no file as read. Its run again starts by discarding that attempt
+(:func:`discard_failed_attempt`): its rows, bronze lines last as above (a discard commit, so that the
+run gets a job name of its own and writes every table anew), then its run row. Its quality results
+stay (a record of the checks that ran: the run id then has the failed attempt's and its own). A
+discard stopped between the two is finished by the next attempt, which finds the run row still there.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import json
 from typing import Any, Iterable, Mapping
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, TableSpec, Warehouse, sql_string
@@ -102,6 +112,27 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
     return abandoned
 
 
+def discard_failed_attempt(spark: SparkSession, warehouse: Warehouse, run_id: str) -> bool:
+    """When ``run_id`` has a run row of status ``failed_quality``, delete that attempt's rows (bronze
+    lines last of the data, with the discard commit naming it, then its run row) and return True; else
+    change nothing and return False (see the module docstring)."""
+    failed = warehouse.read(INGEST_RUNS).where((F.col("run_id") == run_id) & (F.col("status") == "failed_quality"))
+    if failed.isEmpty():
+        return False
+    listed = json.dumps([run_id])
+    recent = warehouse.history(CAPTURES_RAW, limit=1)
+    newest = recent[0]["version"] if recent else -1
+    job = f"{DISCARD_JOB}:{hashlib.sha256(f'failed {listed}@{newest}'.encode()).hexdigest()[:16]}"
+    commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
+    where = f"run_id = {sql_string(run_id)}"
+    # a failed attempt writes no events, quarantine rows or file marks, but one run again under its run
+    # id by an earlier version did (and left the run row failed); bronze records the discard, and the
+    # run row goes last: while it is there, the next attempt discards again
+    for spec in (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW, INGEST_RUNS):
+        _delete(spark, warehouse, spec, where, commit)
+    return True
+
+
 def commit_job(warehouse: Warehouse, ingest_job: str, run_id: str) -> str:
     """The job name under which run ``run_id`` commits: ``ingest_job``, or ``ingest_job@<v>`` when a
     discard commit (the newest naming it, at version ``v`` of ``bronze.captures_raw``) deleted what
@@ -130,4 +161,4 @@ def _delete(spark: SparkSession, warehouse: Warehouse, spec: TableSpec, where: s
     warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where)
 
 
-__all__ = ["DISCARD_JOB", "abandoned_runs", "commit_job", "discard_abandoned"]
+__all__ = ["DISCARD_JOB", "abandoned_runs", "commit_job", "discard_abandoned", "discard_failed_attempt"]

@@ -18,7 +18,8 @@ Order of writes (each through the storage module, each an idempotent commit keye
    the ``silver.ingest_runs`` row with reconciled counts.
 
 Before it reads, a run deletes what runs stopped halfway (killed) left without a run row, and reads
-their files again (``pipelines.ingest.abandoned``).
+their files again; run again under the run id of an attempt that failed its data-quality check, it
+first discards that attempt's run row and bronze lines (``pipelines.ingest.abandoned``).
 
 A file already ingested by a successful run (same path, size and modification time) is skipped, so
 re-ingesting the same files adds nothing; skipped files are counted in the run row
@@ -51,7 +52,7 @@ from pyspark.sql import functions as F
 from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
-from pipelines.ingest.abandoned import commit_job, discard_abandoned
+from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures
 from pipelines.ingest.capture_reader import CompletePart
 from pipelines.ingest.records import ParserLimits
@@ -167,6 +168,7 @@ class IngestResult:
     ignored: tuple[str, ...] = ()  # what the capture directory holds that was not read (CaptureListing.ignored)
     quarantined_before: int = 0  # lines of files read again that silver.quarantine holds already (in duplicates)
     files_resumed: int = 0  # files read again after the complete part an earlier run read (in files_read)
+    replaced_failed: bool = False  # this run id's earlier attempt had failed its data-quality check: discarded first
 
     def late_data(self) -> str:
         """A warning naming the published windows this run's records made stale ('' if none)."""
@@ -182,7 +184,8 @@ class IngestResult:
             + (f" ({self.quarantined_before} of them lines quarantined before)" if self.quarantined_before else "")
             + f" + quarantined {self.quarantined} "
             f"(reasons: {reasons}); new register bodies {self.new_bodies}; {self.seconds:.1f} s"
-        ) + (f"\n{self.discard_note()}" if self.discarded else "") + (f"\n{self.late_data()}" if self.stale else "") + (
+        ) + (f"\n{self.replaced_note()}" if self.replaced_failed else "") + (f"\n{self.discard_note()}" if self.discarded else "") + (
+            f"\n{self.late_data()}" if self.stale else "") + (
             f"\n{self.ignored_note()}" if self.ignored else ""
         )
 
@@ -194,6 +197,15 @@ class IngestResult:
         return (
             f"not read: {len(self.ignored)} entries of the capture directory are not capture files by name "
             f"(a name ending in {', '.join(CAPTURE_SUFFIXES)}, any case) or are links to folders: {shown}"
+        )
+
+    def replaced_note(self) -> str:
+        """What this run discarded of its run id's attempt that failed its data-quality check ('' if none)."""
+        if not self.replaced_failed:
+            return ""
+        return (
+            f"run id {self.run_id} had failed its data-quality check: that attempt's run row and bronze lines were discarded "
+            "and this run replaces them (its quality results stay in silver.quality_results)"
         )
 
     def discard_note(self) -> str:
@@ -344,6 +356,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     files = listing.files
     for spec in ALL_TABLES:
         warehouse.ensure(spec)
+    # this run id's attempt that failed its data-quality check first: its bronze lines are then an
+    # abandoned run's, which the discard of abandoned runs skips as discarded already
+    replaced_failed = discard_failed_attempt(spark, warehouse, run_id)
     discarded = discard_abandoned(spark, warehouse, JOB, run_id)
     # after the discard: it may have deleted this run id's own earlier attempt, which then writes anew
     commit = CommitInfo(run_id=run_id, job=commit_job(warehouse, JOB, run_id))
@@ -466,6 +481,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             stages=clock.laps,
             stale=stale,
             discarded=discarded,
+            replaced_failed=replaced_failed,
             warehouse=warehouse.root,
             ignored=listing.ignored,
         )

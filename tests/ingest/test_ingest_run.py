@@ -17,6 +17,7 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
+from published import plain
 
 from nsreplay.config import load_settings
 from nsreplay.protocol.register_body import (
@@ -322,6 +323,41 @@ def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -
     failed = warehouse.read(QUALITY_RESULTS).where(~F.col("success")).select("expectation", "column").collect()
     assert [(r.expectation, r.column) for r in failed] == [("expect_column_values_to_be_between", "quarantine_ratio")]
     assert warehouse.read(INGEST_FILES).count() == 0  # the files are not marked as ingested: a fixed re-run reads them
+
+
+def test_a_run_that_failed_its_quality_check_run_again_under_its_run_id_once_fixed_ends_as_one_run_of_the_fix(spark, tmp_path) -> None:
+    """The Airflow way to repair a window whose ingest failed its quality check: fix the cause (here
+    the quarantine ratio is raised) and clear the task, which runs again under the same run id. That
+    attempt discards the failed one's run row and bronze lines, then writes every table anew: bronze,
+    silver, the file marks and the run row end as one run with the fix would leave them; the failed
+    attempt's quality results stay beside the new ones."""
+    capture = tmp_path / "junk"
+    capture.mkdir()
+    (capture / "junk.jsonl").write_bytes(b"not json\n" * 8 + jsonl(good_records()[:2]))
+    (capture / "a.jsonl").write_bytes(b"not json\n" + jsonl(good_records()[2:3]))
+    fixed = dataclasses.replace(settings(), quality=dataclasses.replace(settings().quality, max_quarantine_ratio=1.0))
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    with pytest.raises(IngestQualityError):
+        run_ingest(spark, warehouse, settings(), str(capture), "ingest-01")
+
+    again = run_ingest(spark, warehouse, fixed, str(capture), "ingest-01")
+
+    once = Warehouse(str(tmp_path / "once"), spark, "delta-rs")
+    run_ingest(spark, once, fixed, str(capture), "ingest-01")
+    assert (again.status, again.replaced_failed, again.discarded) == ("succeeded", True, ())
+    assert "run id ingest-01 had failed its data-quality check" in again.summary()
+    for spec in (CAPTURES_RAW, EVENTS, QUARANTINE, TOPIC_CONFIGS, INGEST_FILES, INGEST_RUNS):  # run ids and the run's times aside
+        got, want = (plain(w.read(spec)).drop("first_run_id", "started_ms", "finished_ms") for w in (warehouse, once))
+        assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    assert [r.run_id for r in warehouse.read(INGEST_RUNS).collect()] == ["ingest-01"]
+    checks = lambda w: Counter((r.expectation, r.column, r.success) for r in w.read(QUALITY_RESULTS).collect())  # noqa: E731
+    ratio = ("expect_column_values_to_be_between", "quarantine_ratio")
+    failed_attempt = checks(once) - Counter({(*ratio, True): 1}) + Counter({(*ratio, False): 1})  # the same checks, one failing
+    assert checks(warehouse) == checks(once) + failed_attempt
+    # finished now: the same run id again changes nothing
+    before = {spec.name: warehouse.version(spec) for spec in ALL_TABLES}
+    assert not run_ingest(spark, warehouse, fixed, str(capture), "ingest-01").replaced_failed
+    assert {spec.name: warehouse.version(spec) for spec in ALL_TABLES} == before
 
 
 def test_worst_files_are_the_most_quarantined_first_ties_by_path_and_at_most_three() -> None:
