@@ -21,6 +21,10 @@ on any filesystem: ``s3a://bucket/cap/*.jsonl.gz``, ``hdfs://nn/data/**/*.gz``. 
 listed below its leading part without glob characters only (:func:`glob_files`); a ``?`` followed by
 ``name=`` starts pyarrow's URI options (``?region=eu-west-1``), any other ``?`` is a wildcard. As for a
 local path, a URI that names an existing file or directory is read as such even if it looks like a glob.
+
+A URI's listed files are URIs that :func:`open_capture` opens: the key ``day 1/é.jsonl`` is listed as
+``s3://bucket/day%201/%C3%A9.jsonl`` (what a URI must not hold as it is is percent-encoded, as pyarrow
+decodes it; ``date=2024-01-01/a+b.jsonl`` and the like are unchanged).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -175,7 +179,7 @@ def _list_remote(spec: str) -> CaptureListing:
             if i.is_file and not any(_hidden(part) for part in _relative_parts(root, i.path))
         ]
         infos = [i for i in visible if _capture_name(i.base_name)]
-        ignored = sorted(f"{scheme}://{i.path}" for i in visible if not _capture_name(i.base_name))
+        ignored = sorted(_listed_uri(scheme, i.path) for i in visible if not _capture_name(i.base_name))
         if not infos:
             return CaptureListing([], tuple(ignored))
     elif split is not None:
@@ -185,10 +189,21 @@ def _list_remote(spec: str) -> CaptureListing:
     if not infos:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     files = sorted(
-        (CaptureFile(f"{scheme}://{i.path}", i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
+        (CaptureFile(_listed_uri(scheme, i.path), i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
         key=lambda f: f.path,
     )
     return CaptureListing(files, tuple(ignored))
+
+
+#: What a URI's path may hold as it is (RFC 3986 ``pchar`` and ``/``): the rest is percent-encoded.
+_URI_PATH_SAFE = "/!$&'()*+,;=:@"
+
+
+def _listed_uri(scheme: str, path: str) -> str:
+    """The URI of ``path``, a path of the filesystem of ``scheme``: a key holding a space, a non-ASCII
+    letter, ``%``, ``#``, ``?``, ``[`` (what a URI must not hold as it is) percent-encoded, so that
+    pyarrow parses it back to ``path`` (:func:`open_capture`); names without those are unchanged."""
+    return f"{scheme}://{quote(path, safe=_URI_PATH_SAFE)}"
 
 
 def _split_glob(uri: str) -> tuple[str, str] | None:
@@ -263,7 +278,9 @@ def _relative_parts(root: str, path: str) -> list[str]:
 
 
 def open_capture(path: str) -> BinaryIO:
-    """Open a capture file for reading raw bytes (no decompression: the reader detects gzip)."""
+    """Open a capture file for reading raw bytes (no decompression: the reader detects gzip). ``path``
+    is a local path or a URI as listed (percent-encoded). OSError when it cannot be read (a file
+    deleted since it was listed: FileNotFoundError)."""
     if _has_scheme(path):
         from nsreplay.storage.filesystem import arrow_filesystem
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pytest
@@ -126,8 +127,9 @@ def test_a_uri_that_names_an_existing_directory_with_glob_characters_reads_that_
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("{}\n")
     local = [f.path for f in list_capture_files(f"{tmp_path}/lit[1]")]
-    remote = [f.path.removeprefix("file://") for f in _list_remote(f"file://{tmp_path}/lit[1]").files]
-    assert local == remote == [f"{tmp_path}/lit[1]/k.jsonl"]
+    remote = [f.path for f in _list_remote(f"file://{tmp_path}/lit[1]").files]
+    assert remote == [f"file://{tmp_path}/lit%5B1%5D/k.jsonl"]  # a URI: what it must not hold as it is, encoded
+    assert local == [unquote(p.removeprefix("file://")) for p in remote] == [f"{tmp_path}/lit[1]/k.jsonl"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,152 @@
+"""Capture files in an S3 bucket, listed and read through pyarrow's S3 filesystem (as
+docs/operations.md says the parts that do not use Spark reach ``s3://`` and ``s3a://`` captures),
+against a real S3 endpoint: moto's server on 127.0.0.1 (tests/s3_endpoint.py; the tests skip when it
+is not installed).
+
+The endpoint is reached as a user reaches one: the AWS SDK's own ``AWS_ENDPOINT_URL`` (and
+credentials in the environment), or pyarrow's URI options (``?endpoint_override=...&scheme=http``)."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+
+from pipelines.ingest.capture_files import CaptureNotFoundError, list_captures, open_capture
+from pipelines.ingest.capture_reader import read_capture_file
+from tests.s3_endpoint import s3_endpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+LINE = b'{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n'
+_buckets = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with s3_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def bucket(endpoint, monkeypatch) -> tuple[pafs.S3FileSystem, str]:
+    """A new bucket of the endpoint (pyarrow's filesystem writing to it, and its name), with the
+    environment of an AWS SDK user pointed at the endpoint."""
+    for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                        "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}.items():
+        monkeypatch.setenv(name, value)
+    fs = pafs.S3FileSystem(endpoint_override=endpoint, access_key="testing", secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    name = f"captures-{os.getpid()}-{next(_buckets)}"
+    fs.create_dir(name)
+    return fs, name
+
+
+def put(fs: pafs.S3FileSystem, path: str, data: bytes) -> None:
+    with fs.open_output_stream(path, compression=None) as out:  # the bytes as given (no gzip for ".gz")
+        out.write(data)
+
+
+def texts(path: str) -> list[str | None]:
+    """The lines read from ``path`` (an unreadable file's line is its error text, prefixed)."""
+    return [line.text if line.read_error is None else f"{line.read_error}: {line.text}"
+            for line in read_capture_file(path, open_capture, max_line_bytes=1000, keep_bytes=1000)]
+
+
+NAMES = ["with space.jsonl", "é ü.jsonl", "pct%20name.jsonl", "hash#x.jsonl", "q?x.jsonl", "br[1].jsonl", "tab\tx.jsonl",
+         "a+b.jsonl", "date=2024-01-01/x.jsonl.gz"]
+
+
+def test_every_listed_object_opens_whatever_its_key_holds(bucket) -> None:
+    """A listed path is a URI that names its object: a key with a space, a non-ASCII letter, ``%``,
+    ``#``, ``?``, ``[`` or a tab is percent-encoded, as a URI must be. Before, the key went into the
+    URI as it is: opening it failed with ArrowInvalid (not an I/O error: the Spark task, and the
+    whole ingest, failed) or opened another key (``%20`` read as a space, ``#`` cutting the path),
+    which quarantined a file that exists as unreadable. Names URIs allow stay as they are, so the
+    fingerprints of files ingested before keep their path."""
+    fs, name = bucket
+    for key in NAMES:
+        put(fs, f"{name}/day/{key}", gzip.compress(LINE) if key.endswith(".gz") else LINE)
+    for spec in (f"s3://{name}/day", f"s3a://{name}/day/", f"s3://{name}/day/**"):
+        files = list_captures(spec).files
+        assert len(files) == len(NAMES), (spec, files)
+        for f in files:
+            assert texts(f.path) == [LINE.decode().strip()], (spec, f.path)
+    paths = {f.path for f in list_captures(f"s3://{name}/day").files}
+    assert {f"s3://{name}/day/a+b.jsonl", f"s3://{name}/day/date=2024-01-01/x.jsonl.gz", f"s3://{name}/day/with%20space.jsonl",
+            f"s3://{name}/day/pct%2520name.jsonl"} <= paths
+
+
+def test_an_object_deleted_between_listing_and_reading_is_an_unreadable_file_line(bucket) -> None:
+    fs, name = bucket
+    put(fs, f"{name}/day/kept.jsonl", LINE)
+    put(fs, f"{name}/day/gone.jsonl", LINE)
+    files = list_captures(f"s3://{name}/day").files
+    fs.delete_file(f"{name}/day/gone.jsonl")
+    got = {os.path.basename(f.path): texts(f.path) for f in files}
+    assert got["kept.jsonl"] == [LINE.decode().strip()]
+    [line] = got["gone.jsonl"]
+    assert line.startswith("unreadable_file: FileNotFoundError") and f"{name}/day/gone.jsonl" in line, line
+
+
+def test_prefixes_markers_and_buckets(bucket) -> None:
+    """A prefix holding nothing but a "directory marker" (an empty object whose key ends in ``/``, as
+    consoles create folders) is an existing directory without capture files: an empty capture. A
+    marker among capture files is not a file. A key or bucket that does not exist, and a glob that
+    matches nothing, are CaptureNotFoundError, as for a local path."""
+    fs, name = bucket
+    fs.create_dir(f"{name}/incoming")  # the marker "incoming/"
+    fs.create_dir(f"{name}/day/marker")
+    put(fs, f"{name}/day/a.jsonl.gz", gzip.compress(LINE))
+    assert list_captures(f"s3://{name}/incoming").files == []
+    assert list_captures(f"s3://{name}/incoming/").files == []
+    assert [f.path for f in list_captures(f"s3://{name}/day").files] == [f"s3://{name}/day/a.jsonl.gz"]
+    assert texts(f"s3://{name}/day/a.jsonl.gz") == [LINE.decode().strip()]  # decompressed
+    for wrong in (f"s3://{name}/nothing-here", f"s3://{name}/day/*.log", f"s3://no-such-bucket-{name}/day", f"s3://no-such-bucket-{name}/*.jsonl"):
+        with pytest.raises(CaptureNotFoundError, match="no capture file"):
+            list_captures(wrong)
+
+
+def test_the_fingerprint_is_the_objects_size_and_last_modified_time(bucket) -> None:
+    """``_already_ingested`` skips a file listed again under the same (path, size, mtime): a second
+    listing of unchanged objects gives the same fingerprints; an object written anew gives another."""
+    fs, name = bucket
+    put(fs, f"{name}/day/a.jsonl", LINE)
+    before = time.time()
+    [first] = list_captures(f"s3://{name}/day").files
+    assert first.size_bytes == len(LINE) and abs(first.mtime_ms / 1000 - before) < 120, first
+    assert list_captures(f"s3://{name}/day").files == [first]
+    time.sleep(1.1)  # S3's Last-Modified has whole seconds
+    put(fs, f"{name}/day/a.jsonl", LINE + LINE)
+    [again] = list_captures(f"s3://{name}/day").files
+    assert again.path == first.path and (again.size_bytes, again.mtime_ms > first.mtime_ms) == (2 * len(LINE), True)
+
+
+def job(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "jobs" / "ingest_captures.py"), *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def test_a_capture_path_that_cannot_be_listed_ends_the_job_with_one_line_and_no_warehouse(bucket, tmp_path) -> None:
+    """An endpoint that does not answer, credentials the endpoint refuses, an unknown scheme: the job
+    ends before Spark starts, with one line saying why, and writes nothing to the warehouse."""
+    fs, name = bucket
+    put(fs, f"{name}/day/a.jsonl", LINE)
+    warehouse = tmp_path / "wh"
+    cases = [
+        ({"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, f"s3://{name}/day", "Could not connect"),
+        ({}, f"foo://{name}/day", "Unrecognized filesystem type in URI: foo://"),
+        ({}, f"s3://no-such-bucket-{name}/day", "no capture file at s3://no-such-bucket-"),
+    ]
+    for env, spec, says in cases:
+        done = job("--captures", spec, "--warehouse", str(warehouse), env=env)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1 and lines[0].startswith("ingest_captures.py: ") and says in lines[0], (spec, done.stderr[-2000:])
+        assert not warehouse.exists(), spec

@@ -1,0 +1,74 @@
+"""A real S3 endpoint for tests: moto's server (the ``moto[server]`` package) on 127.0.0.1, in a
+process of its own, so that the code under test talks S3 over HTTP as it does to a bucket.
+
+The server is found as ``$NSREPLAY_MOTO_SERVER`` (a ``moto_server`` executable, e.g. of a venv of its
+own: its dependencies need not fit the project's), else ``moto_server`` on the PATH, else the module
+``moto.server`` of this interpreter. Without one the tests that need it skip, saying so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+INSTALL_HINT = ("python3 -m venv /opt/moto && /opt/moto/bin/pip install 'moto[server]', "
+                "then NSREPLAY_MOTO_SERVER=/opt/moto/bin/moto_server")
+
+
+def moto_server_command() -> list[str] | None:
+    """How to start moto's server here, or None when it is not installed."""
+    explicit = os.environ.get("NSREPLAY_MOTO_SERVER")
+    if explicit:
+        return [explicit]
+    found = shutil.which("moto_server")
+    if found:
+        return [found]
+    if importlib.util.find_spec("moto") is not None and importlib.util.find_spec("flask") is not None:
+        return [sys.executable, "-m", "moto.server"]
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def s3_endpoint() -> Iterator[str]:
+    """A running S3 endpoint (``http://127.0.0.1:PORT``) for the duration of the block, stopped after.
+    Skips the test when moto's server is not installed."""
+    command = moto_server_command()
+    if command is None:
+        pytest.skip(f"no local S3 endpoint: moto[server] is not installed ({INSTALL_HINT})")
+    port = _free_port()
+    server = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"moto's server ended at its start (status {server.returncode}): {command}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"moto's server did not listen on 127.0.0.1:{port} within 60 s")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
