@@ -24,7 +24,9 @@ local path, a URI that names an existing file or directory is read as such even 
 
 A URI's listed files are URIs that :func:`open_capture` opens: the key ``day 1/é.jsonl`` is listed as
 ``s3://bucket/day%201/%C3%A9.jsonl`` (what a URI must not hold as it is is percent-encoded, as pyarrow
-decodes it; ``date=2024-01-01/a+b.jsonl`` and the like are unchanged).
+decodes it; ``date=2024-01-01/a+b.jsonl`` and the like are unchanged), with the capture path's
+options: ``s3a://bucket/day?endpoint_override=minio:9000&scheme=http`` lists
+``s3a://bucket/day/a.jsonl?endpoint_override=minio:9000&scheme=http``, read from where it was listed.
 """
 
 from __future__ import annotations
@@ -168,6 +170,8 @@ def _list_remote(spec: str) -> CaptureListing:
     if split is not None:
         root = f"{root.rstrip('/')}/{split[1]}"  # the glob as a path of fs
     scheme = spec.split("://", 1)[0]
+    options = _URI_OPTIONS.search(spec)
+    query = spec[options.start() :] if options else ""  # how the bucket is reached: each file is read so too
     info = fs.get_file_info(root)
     ignored: list[str] = []
     if info.type == pafs.FileType.File:
@@ -179,7 +183,7 @@ def _list_remote(spec: str) -> CaptureListing:
             if i.is_file and not any(_hidden(part) for part in _relative_parts(root, i.path))
         ]
         infos = [i for i in visible if _capture_name(i.base_name)]
-        ignored = sorted(_listed_uri(scheme, i.path) for i in visible if not _capture_name(i.base_name))
+        ignored = sorted(_listed_uri(scheme, i.path, query) for i in visible if not _capture_name(i.base_name))
         if not infos:
             return CaptureListing([], tuple(ignored))
     elif split is not None:
@@ -189,7 +193,7 @@ def _list_remote(spec: str) -> CaptureListing:
     if not infos:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     files = sorted(
-        (CaptureFile(_listed_uri(scheme, i.path), i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
+        (CaptureFile(_listed_uri(scheme, i.path, query), i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
         key=lambda f: f.path,
     )
     return CaptureListing(files, tuple(ignored))
@@ -199,11 +203,12 @@ def _list_remote(spec: str) -> CaptureListing:
 _URI_PATH_SAFE = "/!$&'()*+,;=:@"
 
 
-def _listed_uri(scheme: str, path: str) -> str:
+def _listed_uri(scheme: str, path: str, query: str = "") -> str:
     """The URI of ``path``, a path of the filesystem of ``scheme``: a key holding a space, a non-ASCII
     letter, ``%``, ``#``, ``?``, ``[`` (what a URI must not hold as it is) percent-encoded, so that
-    pyarrow parses it back to ``path`` (:func:`open_capture`); names without those are unchanged."""
-    return f"{scheme}://{quote(path, safe=_URI_PATH_SAFE)}"
+    pyarrow parses it back to ``path`` (:func:`open_capture`); names without those are unchanged.
+    ``query``: the capture path's options (``?region=...``), which say how ``path`` is reached."""
+    return f"{scheme}://{quote(path, safe=_URI_PATH_SAFE)}{query}"
 
 
 def _split_glob(uri: str) -> tuple[str, str] | None:

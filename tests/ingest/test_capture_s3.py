@@ -84,6 +84,24 @@ def test_every_listed_object_opens_whatever_its_key_holds(bucket) -> None:
             f"s3://{name}/day/pct%2520name.jsonl"} <= paths
 
 
+def test_the_uri_options_of_the_capture_path_reach_the_reading_of_every_file(bucket, endpoint, monkeypatch) -> None:
+    """``?endpoint_override=`` (or ``?region=``, ``?scheme=``) says how to reach the bucket; each
+    listed path keeps the capture path's options, so the file is read where it was listed. Before,
+    the listed paths dropped them: a capture listed from a local endpoint was read from AWS (every
+    file an unreadable_file line), with the default region."""
+    fs, name = bucket
+    put(fs, f"{name}/day/a.jsonl", LINE)
+    put(fs, f"{name}/day/sub/b.jsonl", LINE)
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # the URI alone says where the bucket is
+    options = f"?endpoint_override={endpoint.removeprefix('http://')}&scheme=http&region=us-east-1"
+    for spec in (f"s3://{name}/day{options}", f"s3a://{name}/day/**/*.jsonl{options}", f"s3://{name}/day/a.jsonl{options}"):
+        files = list_captures(spec).files
+        assert files, spec
+        for f in files:
+            assert texts(f.path) == [LINE.decode().strip()], (spec, f.path)
+        assert all(f.path.endswith(options) for f in files), (spec, files)
+
+
 def test_an_object_deleted_between_listing_and_reading_is_an_unreadable_file_line(bucket) -> None:
     fs, name = bucket
     put(fs, f"{name}/day/kept.jsonl", LINE)
