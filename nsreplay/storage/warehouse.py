@@ -44,6 +44,7 @@ from nsreplay.storage.errors import (
     SchemaMismatchError,
     StorageError,
     TableNotFoundError,
+    UnsupportedPathError,
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
@@ -74,7 +75,9 @@ class Warehouse:
     ``"delta-spark"`` (``BackendUnavailableError`` if the jars are missing).
 
     Raises ``TypeError`` / ``ValueError`` for invalid arguments, :class:`UnsupportedPathError` for a
-    ``root`` the backend cannot keep tables at (delta-rs: a local path holding ``%`` or ``\\``).
+    ``root`` the backend cannot keep tables at (delta-rs: a local path holding ``%`` or ``\\``; with
+    ``spark``, a URI whose scheme Spark has no Hadoop filesystem for, as ``s3a://`` without the
+    hadoop-aws jars: Spark writes the data files of either backend).
     """
 
     def __init__(self, root: str, spark: "SparkSession | None", backend: str = "auto") -> None:
@@ -88,7 +91,10 @@ class Warehouse:
         self._spark = spark
         self._backend: Backend = self._make_backend(backend, spark)
         self.backend_name: str = self._backend.name
-        self._backend.check_root(TableLocation.of(root, ()))
+        location = TableLocation.of(root, ())
+        self._backend.check_root(location)
+        if spark is not None and not location.is_local:
+            _check_spark_filesystem(spark, location)
 
     @staticmethod
     def _make_backend(backend: str, spark: "SparkSession | None") -> Backend:
@@ -700,6 +706,33 @@ class Warehouse:
             name = spec.name if isinstance(spec, TableSpec) else spec
             raise TableNotFoundError(f"table {name!r} does not exist (no Delta table at {location.uri})")
         return location
+
+
+def _check_spark_filesystem(spark: "SparkSession", root: TableLocation) -> None:
+    """Raise :class:`UnsupportedPathError` when the Hadoop of ``spark``'s driver has no filesystem for
+    the scheme of the warehouse URI ``root`` (``s3a`` without the hadoop-aws jars, ``s3``, which is
+    pyarrow's name, not Hadoop's): the first data file written there would fail, after the tables
+    were created. A session without a JVM of its own (Spark Connect) is not asked."""
+    jvm, jsc = getattr(spark, "_jvm", None), getattr(spark, "_jsc", None)
+    if jvm is None or jsc is None:
+        return
+    from urllib.parse import urlparse
+
+    from py4j.protocol import Py4JJavaError
+
+    scheme = urlparse(root.spark_uri).scheme
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, jsc.hadoopConfiguration())
+    except Py4JJavaError as exc:
+        error = exc.java_exception
+        while error.getCause() is not None and error.getClass().getName() == "java.lang.RuntimeException":
+            error = error.getCause()  # Hadoop wraps "class not found" in a RuntimeException
+        reason = (str(error.toString()).splitlines() or [""])[0]
+        raise UnsupportedPathError(
+            f"{root.uri.rstrip('/')}: Spark has no filesystem for {scheme}:// ({reason}); Spark writes the warehouse's "
+            "data files through Hadoop: s3a:// needs the hadoop-aws jars on its class path, abfss:// "
+            "hadoop-azure (docs/operations.md)"
+        ) from None
 
 
 # -- argument checks ---------------------------------------------------------------------------------
