@@ -12,7 +12,8 @@ without a word. A local entry that is not a regular file (a
 dangling link, a link loop, a FIFO) is listed, and read as an ``unreadable_file`` line, in either form.
 
 A path that names nothing, and a glob that matches no file, are errors (:class:`CaptureNotFoundError`:
-a typo must not pass for an hour without traffic). An existing directory that holds no capture file
+a typo must not pass for an hour without traffic); so is an object store's URI without a bucket
+(``s3a://``, as ``s3a://$BUCKET`` is with BUCKET unset: ValueError), which would list every bucket. An existing directory that holds no capture file
 (yet, or any more: a schedule's incoming directory between two deliveries) is an empty capture: the
 ingest reads nothing and the window's replay goes on with the records it has.
 
@@ -167,6 +168,8 @@ def _list_remote(spec: str) -> CaptureListing:
 
     split = _split_glob(spec)
     fs, root = arrow_filesystem(spec if split is None else split[0])
+    if not root.strip("/") and fs.type_name in ("s3", "gcs"):  # "s3a://" lists every bucket it can reach
+        raise ValueError(f"no bucket in {spec}: a capture URI names a bucket (s3a://bucket/prefix), not all of them")
     if split is not None:
         root = f"{root.rstrip('/')}/{split[1]}"  # the glob as a path of fs
     scheme = spec.split("://", 1)[0]

@@ -194,3 +194,14 @@ def test_an_ingest_reads_a_bucket_and_skips_its_files_the_next_time(spark, bucke
     rows = sorted((r.source_file, r.status, r.lines) for r in warehouse.read(INGEST_FILES).where("run_id = 's3-1'").collect())
     options = captures[captures.index("?"):]
     assert rows == [(f"s3a://{name}/day/first%20hour.jsonl{options}", "read", 1), (f"s3a://{name}/day/second.jsonl.gz{options}", "read", 1)]
+
+
+def test_a_uri_without_a_bucket_is_refused_not_read_as_every_bucket(bucket) -> None:
+    """``--captures "s3a://$BUCKET"`` with BUCKET unset is ``s3a://``: pyarrow lists every bucket the
+    credentials reach, and the ingest used to read the capture files of all of them."""
+    fs, name = bucket
+    put(fs, f"{name}/day/a.jsonl", LINE)
+    for spec in ("s3://", "s3a://", "s3a://?region=us-east-1", "s3a:///", "s3a://*", "s3a:///*.jsonl"):
+        with pytest.raises(ValueError, match="bucket") as refused:
+            list_captures(spec)
+        assert "\n" not in str(refused.value), refused.value
