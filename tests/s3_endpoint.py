@@ -44,14 +44,17 @@ def _free_port() -> int:
 
 
 @contextmanager
-def s3_endpoint() -> Iterator[str]:
+def s3_endpoint(*, checks_credentials: bool = False) -> Iterator[str]:
     """A running S3 endpoint (``http://127.0.0.1:PORT``) for the duration of the block, stopped after.
-    Skips the test when moto's server is not installed."""
+    Skips the test when moto's server is not installed. ``checks_credentials``: the endpoint refuses
+    every request not signed by a user it knows (it knows none: ACCESS_DENIED), as AWS refuses
+    credentials of no account; by default it takes any."""
     command = moto_server_command()
     if command is None:
         pytest.skip(f"no local S3 endpoint: moto[server] is not installed ({INSTALL_HINT})")
     port = _free_port()
-    server = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if checks_credentials else {})}
+    server = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 60
         while True:

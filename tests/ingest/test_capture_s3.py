@@ -153,8 +153,9 @@ def job(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def test_a_capture_path_that_cannot_be_listed_ends_the_job_with_one_line_and_no_warehouse(bucket, tmp_path) -> None:
-    """An endpoint that does not answer, credentials the endpoint refuses, an unknown scheme: the job
-    ends before Spark starts, with one line saying why, and writes nothing to the warehouse."""
+    """An endpoint that does not answer, an unknown scheme, a bucket that does not exist, credentials
+    the endpoint refuses: the job ends before Spark starts, with one line saying why, and writes
+    nothing to the warehouse."""
     fs, name = bucket
     put(fs, f"{name}/day/a.jsonl", LINE)
     warehouse = tmp_path / "wh"
@@ -163,11 +164,13 @@ def test_a_capture_path_that_cannot_be_listed_ends_the_job_with_one_line_and_no_
         ({}, f"foo://{name}/day", "Unrecognized filesystem type in URI: foo://"),
         ({}, f"s3://no-such-bucket-{name}/day", "no capture file at s3://no-such-bucket-"),
     ]
-    for env, spec, says in cases:
-        done = job("--captures", spec, "--warehouse", str(warehouse), env=env)
-        lines = done.stderr.strip().splitlines()
-        assert done.returncode == 1 and len(lines) == 1 and lines[0].startswith("ingest_captures.py: ") and says in lines[0], (spec, done.stderr[-2000:])
-        assert not warehouse.exists(), spec
+    with s3_endpoint(checks_credentials=True) as strict:
+        cases.append(({"AWS_ENDPOINT_URL": strict, "AWS_ACCESS_KEY_ID": "nobody"}, f"s3://{name}/day", "ACCESS_DENIED"))
+        for env, spec, says in cases:
+            done = job("--captures", spec, "--warehouse", str(warehouse), env=env)
+            lines = done.stderr.strip().splitlines()
+            assert done.returncode == 1 and len(lines) == 1 and lines[0].startswith("ingest_captures.py: ") and says in lines[0], (spec, done.stderr[-2000:])
+            assert not warehouse.exists(), spec
 
 
 def test_an_ingest_reads_a_bucket_and_skips_its_files_the_next_time(spark, bucket, endpoint, monkeypatch, tmp_path) -> None:
