@@ -49,8 +49,14 @@ class TableLocation:
         return cls(uri=base, spark_uri=base, is_local=False)
 
     def file_uri(self, relative: str) -> str:
-        """Absolute delta-rs/pyarrow path of ``relative`` (an on-storage path below the table root)."""
-        return self.uri.rstrip("/") + "/" + relative
+        """Absolute delta-rs/pyarrow path of ``relative`` (an on-storage path below the table root): a
+        local path, or a URI whose path pyarrow decodes to the file's name on storage (``relative``
+        percent-encoded: ``namesrv=10.0.0.1%3A9876/...`` is ``namesrv=10.0.0.1%253A9876/...``)."""
+        if self.is_local:
+            return self.uri.rstrip("/") + "/" + relative
+        from nsreplay.storage.filesystem import quote_uri_path
+
+        return self.uri.rstrip("/") + "/" + quote_uri_path(relative)
 
     def spark_file_uri(self, relative: str) -> str:
         """Absolute Spark path of ``relative`` (an on-storage path below the table root)."""

@@ -9,9 +9,13 @@ credential chain, region from the URI's ``?region=`` or the bucket), not from Ha
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pyarrow.fs as pafs
 
 HADOOP_S3_SCHEMES = ("s3a", "s3n")
+#: What a URI's path may hold as it is (RFC 3986 ``pchar`` and ``/``); :func:`quote_uri_path` encodes the rest.
+URI_PATH_SAFE = "/!$&'()*+,;=:@"
 
 
 def arrow_uri(uri: str) -> str:
@@ -25,3 +29,11 @@ def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem of ``uri`` and the path within it (``pafs.FileSystem.from_uri``, after
     :func:`arrow_uri`)."""
     return pafs.FileSystem.from_uri(arrow_uri(uri))
+
+
+def quote_uri_path(path: str) -> str:
+    """``path`` (a name on storage) as the path of a URI that pyarrow decodes back to it: a space, a
+    non-ASCII letter, ``%``, ``#``, ``?``, ``[`` ... percent-encoded (``namesrv=10.0.0.1%3A9876/a b``
+    is ``namesrv=10.0.0.1%253A9876/a%20b``); names without them, ``date=2024-01-01/a+b`` included,
+    are unchanged."""
+    return quote(path, safe=URI_PATH_SAFE)

@@ -353,8 +353,10 @@ class CommitInfo:
 class DataFile:
     """One data file of one table version, for readers that do not use Spark.
 
-    ``path`` is absolute (a local path for a local warehouse, a URI otherwise) and names the file as it is
-    on storage (already URI-decoded: ``namesrv=10.0.0.1%3A9876/...`` on disk stays exactly that).
+    ``path`` is absolute and names the file as it is on storage: for a local warehouse a local path
+    (already URI-decoded: ``namesrv=10.0.0.1%3A9876/...`` on disk stays exactly that), otherwise a URI
+    whose path pyarrow decodes to that name (the name below the table percent-encoded:
+    ``s3a://b/wh/gold/t/namesrv=10.0.0.1%253A9876/...``).
     ``partition_values`` maps every partition column to its Delta string form (``'2024-11-21'``,
     ``'10.0.0.1:9876'``, ``'42'``, ``'true'``) or ``None`` for NULL; turn them into typed values with
     :func:`nsreplay.storage.arrow_types.partition_value`. ``num_records`` comes from the file's Delta

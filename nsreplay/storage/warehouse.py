@@ -28,6 +28,7 @@ import datetime as _dt
 import json
 import logging
 import re
+import urllib.parse
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -741,7 +742,10 @@ def _check_spark_filesystem(spark: "SparkSession", root: TableLocation) -> None:
 def _relative_to(path: str, location: TableLocation) -> str:
     """A data file's path (as :class:`DataFile` names it) relative to its table's root."""
     prefix = location.file_uri("")
-    return path[len(prefix):].lstrip("/") if path.startswith(prefix) else path
+    if not path.startswith(prefix):
+        return path
+    relative = path[len(prefix):].lstrip("/")
+    return relative if location.is_local else urllib.parse.unquote(relative)  # a URI's path is encoded (file_uri)
 
 
 def _sizes(location: TableLocation, relatives: Sequence[str]) -> dict[str, int]:

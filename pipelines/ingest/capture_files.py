@@ -42,7 +42,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -202,16 +202,14 @@ def _list_remote(spec: str) -> CaptureListing:
     return CaptureListing(files, tuple(ignored))
 
 
-#: What a URI's path may hold as it is (RFC 3986 ``pchar`` and ``/``): the rest is percent-encoded.
-_URI_PATH_SAFE = "/!$&'()*+,;=:@"
-
-
 def _listed_uri(scheme: str, path: str, query: str = "") -> str:
     """The URI of ``path``, a path of the filesystem of ``scheme``: a key holding a space, a non-ASCII
     letter, ``%``, ``#``, ``?``, ``[`` (what a URI must not hold as it is) percent-encoded, so that
     pyarrow parses it back to ``path`` (:func:`open_capture`); names without those are unchanged.
     ``query``: the capture path's options (``?region=...``), which say how ``path`` is reached."""
-    return f"{scheme}://{quote(path, safe=_URI_PATH_SAFE)}{query}"
+    from nsreplay.storage.filesystem import quote_uri_path
+
+    return f"{scheme}://{quote_uri_path(path)}{query}"
 
 
 def _split_glob(uri: str) -> tuple[str, str] | None:
