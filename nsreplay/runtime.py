@@ -418,13 +418,18 @@ def _python_cause(text: str) -> str:
     return raised[-1] if raised else ""
 
 
+#: A terminal's control sequences (ANSI CSI: colours and the like).
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
 def _one_line(exc: BaseException, limit: int = 500) -> str:
     """``exc``'s message on one line, at most about ``limit`` characters. A message that holds a Java
     stack trace (a Spark failure, as py4j renders it) is cut at its first frame, and the root cause
     of the trace, its last ``Caused by:``, is added: it is the line that says what went wrong (``No
     space left on device``), and it sits below hundreds of frames the cut would drop. Without one,
-    the last line of a Python worker's traceback is added instead (``MemoryError``)."""
-    text = str(exc)
+    the last line of a Python worker's traceback is added instead (``MemoryError``). A terminal's
+    colour codes in it (delta-rs marks each cause with a red ``↳``) are left out."""
+    text = _TERMINAL_CODES.sub("", str(exc))
     head = text.split("\n\tat ", 1)[0]
     causes = _JAVA_CAUSE.findall(text)
     root = " ".join((causes[-1] if causes else _python_cause(head)).split())[:200]

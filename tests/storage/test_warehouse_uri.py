@@ -85,3 +85,23 @@ def test_an_ingest_into_a_bucket_spark_cannot_write_fails_before_creating_any_ta
             assert left == [], (root, left)
         assert "hadoop-aws" in str(refused.value)
 
+
+def test_an_endpoint_over_http_that_delta_rs_refuses_is_reported_on_one_plain_line(monkeypatch, capsys) -> None:
+    """delta-rs reaches an ``http://`` endpoint only with AWS_ALLOW_HTTP=true; without it its error,
+    several causes joined by a red arrow, came out with the terminal's colour codes in it
+    (``\\x1b[31m↳\\x1b[0m``), on screen and in the reason file of spark-submit.sh alike."""
+    from nsreplay.runtime import guarded
+
+    with s3_endpoint() as endpoint:
+        fs = point_at(endpoint, monkeypatch)
+        monkeypatch.delenv("AWS_ALLOW_HTTP")
+        fs.create_dir("plain")
+
+        @guarded
+        def main(argv: list[str] | None = None) -> int:
+            Warehouse("s3a://plain/wh", None, "delta-rs").exists(ROUTES)
+            return 0
+
+        assert main([]) == 1
+        [line] = capsys.readouterr().err.splitlines()
+        assert "URL scheme is not allowed" in line and "\x1b" not in line and "↳" in line, repr(line)
