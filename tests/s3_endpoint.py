@@ -15,8 +15,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import quote
 
 import pytest
 
@@ -59,6 +61,8 @@ def s3_endpoint(*, checks_credentials: bool = False) -> Iterator[str]:
         deadline = time.monotonic() + 60
         while True:
             if server.poll() is not None:
+                if server.returncode == 127:  # a pyenv shim whose active Python lacks moto: "command not found"
+                    pytest.skip(f"no local S3 endpoint: {command[0]} finds no moto_server ({INSTALL_HINT})")
                 pytest.fail(f"moto's server ended at its start (status {server.returncode}): {command}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -75,3 +79,15 @@ def s3_endpoint(*, checks_credentials: bool = False) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def put_object(endpoint: str, path: str, data: bytes) -> None:
+    """Store ``data`` as the object ``path`` (``bucket/key``) of ``endpoint``, in one plain PUT (the
+    server takes unsigned requests unless it checks credentials), readable and writable by anyone:
+    moto keeps an object written anonymously from anonymous readers (Spark's Python workers, which
+    started without this test's credentials) and writers otherwise. Not through pyarrow, whose
+    multipart upload moto 5.2.1's server does not complete ("error embedded in a 200 OK response")."""
+    headers = {"Content-Type": "application/octet-stream", "x-amz-acl": "public-read-write"}
+    request = urllib.request.Request(f"{endpoint}/{quote(path)}", data=data, method="PUT", headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200, (path, response.status)

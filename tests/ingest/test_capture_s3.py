@@ -22,7 +22,7 @@ import pytest
 
 from pipelines.ingest.capture_files import CaptureNotFoundError, list_captures, open_capture
 from pipelines.ingest.capture_reader import read_capture_file
-from tests.s3_endpoint import s3_endpoint
+from tests.s3_endpoint import put_object, s3_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = b'{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n'
@@ -50,8 +50,9 @@ def bucket(endpoint, monkeypatch) -> tuple[pafs.S3FileSystem, str]:
 
 
 def put(fs: pafs.S3FileSystem, path: str, data: bytes) -> None:
-    with fs.open_output_stream(path, compression=None) as out:  # the bytes as given (no gzip for ".gz")
-        out.write(data)
+    """Store ``data`` as ``path`` (``bucket/key``), as it is, at the endpoint the bucket fixture's
+    environment names (so before a test removes AWS_ENDPOINT_URL)."""
+    put_object(os.environ["AWS_ENDPOINT_URL"], path, data)
 
 
 def texts(path: str) -> list[str | None]:

@@ -20,7 +20,7 @@ from nsreplay.storage import CommitInfo, TableSpec, Warehouse
 from nsreplay.storage.arrow_types import dataset
 from nsreplay.storage.errors import UnsupportedPathError
 from pipelines.ingest.run import run_ingest
-from tests.s3_endpoint import s3_endpoint
+from tests.s3_endpoint import put_object, s3_endpoint
 
 LINE = '{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n'
 
@@ -54,7 +54,9 @@ def test_a_table_in_a_bucket_is_read_without_spark_whatever_its_partition_values
     with s3_endpoint() as endpoint:
         fs = point_at(endpoint, monkeypatch)
         fs.create_dir("lake")
-        pafs.copy_files(str(tmp_path / "wh"), "lake/wh", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+        for file in (tmp_path / "wh").rglob("*"):
+            if file.is_file():
+                put_object(endpoint, f"lake/wh/{file.relative_to(tmp_path / 'wh').as_posix()}", file.read_bytes())
         for root in ("s3a://lake/wh", "s3://lake/wh/"):
             remote = Warehouse(root, None, "delta-rs")
             table = dataset(ROUTES, remote.files(ROUTES)).to_table()
