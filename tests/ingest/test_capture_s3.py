@@ -22,7 +22,7 @@ import pytest
 
 from pipelines.ingest.capture_files import CaptureNotFoundError, list_captures, open_capture
 from pipelines.ingest.capture_reader import read_capture_file
-from tests.s3_endpoint import put_object, s3_endpoint
+from s3_endpoint import put_object, s3_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = b'{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n'

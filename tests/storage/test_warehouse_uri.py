@@ -20,7 +20,7 @@ from nsreplay.storage import CommitInfo, TableSpec, Warehouse
 from nsreplay.storage.arrow_types import dataset
 from nsreplay.storage.errors import UnsupportedPathError
 from pipelines.ingest.run import run_ingest
-from tests.s3_endpoint import put_object, s3_endpoint
+from s3_endpoint import put_object, s3_endpoint
 
 LINE = '{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n'
 
