@@ -418,6 +418,9 @@ def _python_cause(text: str) -> str:
     return raised[-1] if raised else ""
 
 
+#: What a Python worker's MemoryError asks for (docs/operations.md, "Memory").
+_WORKER_MEMORY_HINT = "raise spark.executor.pyspark.memory if it is set, else give the machine or executors more memory"
+
 #: A terminal's control sequences (ANSI CSI: colours and the like).
 _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -427,12 +430,15 @@ def _one_line(exc: BaseException, limit: int = 500) -> str:
     stack trace (a Spark failure, as py4j renders it) is cut at its first frame, and the root cause
     of the trace, its last ``Caused by:``, is added: it is the line that says what went wrong (``No
     space left on device``), and it sits below hundreds of frames the cut would drop. Without one,
-    the last line of a Python worker's traceback is added instead (``MemoryError``). A terminal's
+    the last line of a Python worker's traceback is added instead (``MemoryError``, with the setting
+that limits a worker's memory). A terminal's
     colour codes in it (delta-rs marks each cause with a red ``↳``) are left out."""
     text = _TERMINAL_CODES.sub("", str(exc))
     head = text.split("\n\tat ", 1)[0]
     causes = _JAVA_CAUSE.findall(text)
     root = " ".join((causes[-1] if causes else _python_cause(head)).split())[:200]
+    if root.split(":", 1)[0] == "MemoryError":  # a Python worker's, the setting that limits it named
+        root += f" in a Python worker: {_WORKER_MEMORY_HINT}"
     line = " ".join(head.split()) or type(exc).__name__
     if not root or root in line[:limit]:
         return line[:limit]

@@ -502,5 +502,7 @@ def test_a_python_worker_s_exception_is_reported_with_its_own_last_line(capsys) 
 
     assert main([]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].endswith(" (caused by MemoryError)"), lines
+    assert len(lines) == 1 and lines[0].endswith(
+        " (caused by MemoryError in a Python worker: raise spark.executor.pyspark.memory if it is set, else give the machine or "
+        "executors more memory)"), lines
     assert ": PythonException: An exception was thrown from the Python worker." in lines[0] and len(lines[0]) < 560, lines
