@@ -112,10 +112,16 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
     return abandoned
 
 
-def discard_failed_attempt(spark: SparkSession, warehouse: Warehouse, run_id: str) -> bool:
+def discard_failed_attempt(spark: SparkSession, warehouse: Warehouse, ingest_job: str, run_id: str) -> bool:
     """When ``run_id`` has a run row of status ``failed_quality``, delete that attempt's rows (bronze
     lines last of the data, with the discard commit naming it, then its run row) and return True; else
-    change nothing and return False (see the module docstring)."""
+    change nothing and return False (see the module docstring). A run id that never committed under
+    ``ingest_job`` (the usual run: a new one) is told from the tables' commit records alone, without
+    reading a row: every attempt of a run id commits its bronze lines or its run row under
+    ``ingest_job`` first (a later attempt's own job name exists only after a discard of those)."""
+    first = CommitInfo(run_id=run_id, job=ingest_job)
+    if not (warehouse.committed(CAPTURES_RAW, first) or warehouse.committed(INGEST_RUNS, first)):
+        return False
     failed = warehouse.read(INGEST_RUNS).where((F.col("run_id") == run_id) & (F.col("status") == "failed_quality"))
     if failed.isEmpty():
         return False

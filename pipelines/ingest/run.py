@@ -358,7 +358,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         warehouse.ensure(spec)
     # this run id's attempt that failed its data-quality check first: its bronze lines are then an
     # abandoned run's, which the discard of abandoned runs skips as discarded already
-    replaced_failed = discard_failed_attempt(spark, warehouse, run_id)
+    replaced_failed = discard_failed_attempt(spark, warehouse, JOB, run_id)
     discarded = discard_abandoned(spark, warehouse, JOB, run_id)
     # after the discard: it may have deleted this run id's own earlier attempt, which then writes anew
     commit = CommitInfo(run_id=run_id, job=commit_job(warehouse, JOB, run_id))
