@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -98,17 +98,8 @@ def discard_abandoned(spark: SparkSession, warehouse: Warehouse, ingest_job: str
         abandoned, _ = abandoned_runs(warehouse.history(CAPTURES_RAW), finished, ingest_job)
     if not abandoned:
         return ()
-    listed = json.dumps(list(abandoned))
-    # one job name per set of runs and bronze version: a retry of this discard (bronze, committed
-    # last, unchanged) skips the tables it has done; a later discard by the same run id, of other runs
-    # or of its own next attempt, is a new commit
-    newest = recent[0]["version"] if recent else -1
-    job = f"{DISCARD_JOB}:{hashlib.sha256(f'{listed}@{newest}'.encode()).hexdigest()[:16]}"
-    commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
-    where = "run_id IN (" + ", ".join(sql_string(r) for r in abandoned) + ")"
     # bronze last: its discard commit is what marks these runs as discarded (abandoned_runs)
-    for spec in (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW):
-        _delete(spark, warehouse, spec, where, commit)
+    _discard(spark, warehouse, run_id, abandoned, recent, (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW))
     return abandoned
 
 
@@ -125,18 +116,28 @@ def discard_failed_attempt(spark: SparkSession, warehouse: Warehouse, ingest_job
     failed = warehouse.read(INGEST_RUNS).where((F.col("run_id") == run_id) & (F.col("status") == "failed_quality"))
     if failed.isEmpty():
         return False
-    listed = json.dumps([run_id])
-    recent = warehouse.history(CAPTURES_RAW, limit=1)
-    newest = recent[0]["version"] if recent else -1
-    job = f"{DISCARD_JOB}:{hashlib.sha256(f'failed {listed}@{newest}'.encode()).hexdigest()[:16]}"
-    commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
-    where = f"run_id = {sql_string(run_id)}"
     # a failed attempt writes no events, quarantine rows or file marks, but one run again under its run
     # id by an earlier version did (and left the run row failed); bronze records the discard, and the
     # run row goes last: while it is there, the next attempt discards again
-    for spec in (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW, INGEST_RUNS):
-        _delete(spark, warehouse, spec, where, commit)
+    tables = (EVENTS, QUARANTINE, INGEST_FILES, CAPTURES_RAW, INGEST_RUNS)
+    _discard(spark, warehouse, run_id, (run_id,), warehouse.history(CAPTURES_RAW, limit=1), tables, kind="failed ")
     return True
+
+
+def _discard(spark: SparkSession, warehouse: Warehouse, run_id: str, runs: Sequence[str], recent: Sequence[Mapping[str, Any]],
+             tables: Sequence[TableSpec], kind: str = "") -> None:
+    """Delete the rows of ``runs`` from ``tables``, in that order, in commits by ``run_id`` whose
+    ``extra`` lists them as discarded. One job name per kind of discard, set of runs and bronze
+    version (``recent``: bronze's newest commits, newest first): a retry of this discard (bronze,
+    committed last, unchanged) skips the tables it has done; a later discard by the same run id, of
+    other runs or of its own next attempt, is a new commit."""
+    listed = json.dumps(list(runs))
+    newest = recent[0]["version"] if recent else -1
+    job = f"{DISCARD_JOB}:{hashlib.sha256(f'{kind}{listed}@{newest}'.encode()).hexdigest()[:16]}"
+    commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
+    where = "run_id IN (" + ", ".join(sql_string(r) for r in runs) + ")"
+    for spec in tables:
+        _delete(spark, warehouse, spec, where, commit)
 
 
 def commit_job(warehouse: Warehouse, ingest_job: str, run_id: str) -> str:

@@ -54,7 +54,7 @@ from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures
-from pipelines.ingest.capture_reader import CompletePart
+from pipelines.ingest.capture_reader import CompletePart, ReadOutcome
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
 from pipelines.ingest.transforms import (
@@ -233,15 +233,6 @@ class _Stopwatch:
 
 
 @dataclass(frozen=True)
-class FileRead:
-    """How a run read one file: from byte ``read_from`` (0: whole), and the file's complete part as
-    read now, if a later read can resume after it (``pipelines.ingest.capture_reader.ReadOutcome``)."""
-
-    read_from: int = 0
-    complete: CompletePart | None = None
-
-
-@dataclass(frozen=True)
 class _LineCounts:
     """A run's lines counted by status, by quarantine reason and by file; the files that could not be
     read; how each file was read (absent for a file that yielded no line)."""
@@ -251,7 +242,7 @@ class _LineCounts:
     per_file: dict[str, int]
     unreadable: frozenset[str]
     quarantined_per_file: dict[str, int] = field(default_factory=dict)
-    reads: dict[str, FileRead] = field(default_factory=dict)
+    reads: dict[str, ReadOutcome] = field(default_factory=dict)
 
     @staticmethod
     def of(parsed: DataFrame) -> _LineCounts:
@@ -261,7 +252,7 @@ class _LineCounts:
         per_file: dict[str, int] = {}
         quarantined: dict[str, int] = {}
         unreadable: set[str] = set()
-        reads: dict[str, FileRead] = {}
+        reads: dict[str, ReadOutcome] = {}
         # a file's last row alone carries how it was read: its group's maxima are those values
         how_read = [F.max(c).alias(c) for c in ("read_from", "complete_bytes", "complete_lines", "complete_sha256")]
         for r in parsed.groupBy("status", "reason", "source_file").agg(F.count(F.lit(1)).alias("count"), *how_read).collect():
@@ -274,11 +265,11 @@ class _LineCounts:
                 unreadable.add(r.source_file)
             if r.read_from is not None:
                 complete = None if r.complete_bytes is None else CompletePart(r.complete_bytes, r.complete_lines, r.complete_sha256)
-                reads[r.source_file] = FileRead(r.read_from, complete)
+                reads[r.source_file] = ReadOutcome(r.read_from, complete)
         return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined, reads)
 
 
-def _how_read(read: FileRead | None) -> tuple[int | None, int | None, int | None, str | None]:
+def _how_read(read: ReadOutcome | None) -> tuple[int | None, int | None, int | None, str | None]:
     """``bronze.ingest_files``' read_from, complete_bytes, complete_lines and complete_sha256 of a file read."""
     if read is None:
         return (None, None, None, None)
@@ -371,8 +362,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     clock = _Stopwatch()
     options = parse_options(settings)
     rules = options.rules
+    read_before = {path for path, _, _ in done}
     if to_read:
-        read_before = {path for path, _, _ in done}
         resume = _resume_points(warehouse, [f for f in to_read if f.path in read_before])
         reading = [FileToRead(f.path, resume.get(f.path)) for f in to_read]
         read = read_capture_records(spark, reading, ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
@@ -399,7 +390,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
                 as_read.unpersist()
             clock.lap("quarantine damaged gzip members")
         # a file read again yields the bad lines quarantined when it was read before: they count as duplicates
-        read_again = {path for path, _, _ in done} & {p for p, n in counts.quarantined_per_file.items() if n}
+        read_again = read_before & {p for p, n in counts.quarantined_per_file.items() if n}
         if read_again:
             as_read = parsed
             known = warehouse.read(QUARANTINE).where(F.col("source_file").isin(sorted(read_again)))
