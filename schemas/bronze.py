@@ -71,12 +71,16 @@ INGEST_FILES = TableSpec(
             StructField("complete_bytes", LongType(), True),
             StructField("complete_lines", LongType(), True),
             StructField("complete_sha256", StringType(), True),
+            StructField("complete_head_sha256", StringType(), True),
+            StructField("resumed_file", StringType(), True),
         ]
     ),
     description="The files each ingest run read: read, empty or unreadable; lines is how many lines the run read of "
-    "the file, from byte read_from (0: the whole file; more: a file that grew, read after the complete part an "
-    "earlier run read). complete_bytes, complete_lines and complete_sha256 are the file's part up to its last newline "
-    "as this run read it, after which the next read of the file resumes while the file still starts with those bytes "
-    "(null for gzip and UTF-16/32 files, always read whole). Files already ingested are counted in "
+    "the file, from byte read_from (0: the whole file; more: the file starts with the complete part an earlier run "
+    "read of resumed_file, this file grown or the file it was renamed from, and was read after it). complete_bytes, "
+    "complete_lines and complete_sha256 are the file's part up to its last newline as this run read it, after which "
+    "a later read of this file, or of a file it is renamed to, resumes while that file still starts with those bytes "
+    "(null for gzip and UTF-16/32 files, always read whole); complete_head_sha256 is the SHA-256 of the part's first "
+    "65,536 bytes (null for a shorter part), which picks the parts a new file may continue. Files already ingested are counted in "
     "silver.ingest_runs.files_skipped (older warehouses also hold rows 'skipped' for them).",
 )

@@ -188,8 +188,10 @@ PARSED_LINE = StructType(
 # `damaged_from` to this one may be garbled (pipelines.ingest.capture_reader).
 # The last row of each file also says how it was read (null on every other row): `read_from`, the byte
 # the read started at (0: whole), and the file's complete part as read now (`complete_bytes`,
-# `complete_lines`, `complete_sha256`: capture_reader.CompletePart; null when a later read cannot
-# resume after it), which bronze.ingest_files keeps for the next read of the file.
+# `complete_lines`, `complete_sha256`, `complete_head_sha256`: capture_reader.CompletePart; null when a
+# later read cannot resume after it), which bronze.ingest_files keeps for the next read of the file, and
+# `resumed_file`, the file whose part read before a resumed read started after (this file, or the one
+# it was renamed from).
 READ_LINE = StructType(
     list(PARSED_LINE.fields)
     + [
@@ -202,5 +204,7 @@ READ_LINE = StructType(
         StructField("complete_bytes", LongType(), True),
         StructField("complete_lines", LongType(), True),
         StructField("complete_sha256", _str, True),
+        StructField("complete_head_sha256", _str, True),
+        StructField("resumed_file", _str, True),
     ]
 )

@@ -74,7 +74,10 @@ count and SHA-256) in a :class:`ReadOutcome`; a later read given that part (``re
 file's first bytes only to hash them and, when they are the same, yields just the lines after them,
 numbered on from there: exactly the lines a whole read would yield after that point (a newline leaves
 the reader at the start of a line, with nothing pending). When the file no longer starts with those
-bytes (written anew, or cut), it is read whole. A gzip file, a UTF-16/32 text, a file whose bytes
+bytes (written anew, or cut), it is read whole. The part may be another file's: a log that rolls over
+is renamed, and the file under the new name starts with what was read under the old one. A part
+also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes when it holds them
+(:func:`head_sha256` reads a file's), which tells the parts a file may continue without reading it. A gzip file, a UTF-16/32 text, a file whose bytes
 after its last newline hold a zero byte and one whose last newline comes within its first
 :data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no complete part: they are read whole.
 """
@@ -88,7 +91,7 @@ import re
 import zlib
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import BinaryIO, Callable, Generator, Iterator, Protocol
+from typing import BinaryIO, Callable, Generator, Iterator, Protocol, Sequence
 
 try:  # zlib-ng inflates the same streams about twice as fast as zlib (same API, same results)
     from zlib_ng import zlib_ng as _inflate
@@ -97,6 +100,9 @@ except ImportError:  # pragma: no cover - zlib-ng is a declared dependency; zlib
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 4 * 1024 * 1024
+#: How many of a file's first bytes its head fingerprint covers (:attr:`CompletePart.head_sha256`): two
+#: or three records, whose times alone tell apart the files of one writer.
+HEAD_BYTES = 64 * 1024
 # Compressed bytes inflated per call: ~3 MB of output each. Inflating a whole 4 MB read at once makes
 # ~45 MB objects, and allocating those costs as much again as inflating (one file: 1.1 s -> 0.5 s).
 INFLATE_SLICE_BYTES = 256 * 1024
@@ -684,56 +690,73 @@ class CompletePart:
     """The part of a plain capture file up to and including its last newline, as a read found it:
     ``size`` bytes, holding lines 1 to ``lines`` (the reader's numbering: holes are lines too), whose
     SHA-256 is ``sha256`` (hex). A later read resumes after it while the file still starts with
-    those bytes (:func:`read_capture_raw`)."""
+    those bytes (:func:`read_capture_raw`). ``head_sha256`` is the SHA-256 of the first
+    :data:`HEAD_BYTES` bytes when the part holds them (None for a shorter part): what a file must start
+    with to be read after this part (:func:`head_sha256`)."""
 
     size: int
     lines: int
     sha256: str
+    head_sha256: str | None = None
 
 
 @dataclass
 class ReadOutcome:
     """What one read of a file found besides its lines, known once they are exhausted: ``read_from``,
     the byte it started at (0 for a whole read; a :class:`CompletePart`'s size for a resumed one),
-    and ``complete``, the file's complete part as read this time, or None when a later read cannot
-    resume after it (see the module contract; also when the read failed)."""
+    ``complete``, the file's complete part as read this time, or None when a later read cannot
+    resume after it (see the module contract; also when the read failed), and ``resumed``, the part
+    it resumed after (None for a whole read)."""
 
     read_from: int = 0
     complete: CompletePart | None = None
+    resumed: CompletePart | None = None  #: the part a resumed read started after
 
 
 class _CompleteTracker:
     """Follows a plain file's bytes as they are read, from ``start`` (hashed into ``digest`` already):
-    where its last newline so far ends, the SHA-256 of the bytes up to there, and whether a zero byte
-    came after it. ``start_bytes`` are the file's first bytes when ``start`` is 0 (None: the text is
+    where its last newline so far ends, the SHA-256 of the bytes up to there and of the first
+    :data:`HEAD_BYTES` bytes (``head``, if known already), and whether a zero byte came after the
+    last newline. ``start_bytes`` are the file's first bytes when ``start`` is 0 (None: the text is
     known to be UTF-8), to tell a UTF-16/32 text, which cannot resume."""
 
-    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"") -> None:
+    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"", head: str | None = None) -> None:
         self._digest = digest if digest is not None else hashlib.sha256()
         self._position = start
         self._complete_end = start
         self._complete_digest = self._digest.copy()
         self._zero_after = False
         self._start_bytes = start_bytes
+        self._head = head
 
     def chunks(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """``chunks``, passed on unchanged, followed."""
         for chunk in chunks:
             if self._start_bytes is not None and len(self._start_bytes) < _START_BYTES:
                 self._start_bytes += bytes(chunk[: _START_BYTES - len(self._start_bytes)])
-            nl = chunk.rfind(b"\n")
-            if nl < 0:
-                self._digest.update(chunk)
-                self._zero_after = self._zero_after or b"\0" in chunk
+            cut = HEAD_BYTES - self._position
+            if self._head is None and 0 < cut <= len(chunk):  # the head ends in this chunk
+                self._follow(chunk, 0, cut)
+                self._head = self._digest.copy().hexdigest()
+                self._follow(chunk, cut, len(chunk))
             else:
-                view = memoryview(chunk)
-                self._digest.update(view[: nl + 1])
-                self._complete_digest = self._digest.copy()
-                self._digest.update(view[nl + 1 :])
-                self._complete_end = self._position + nl + 1
-                self._zero_after = chunk.find(b"\0", nl + 1) >= 0
-            self._position += len(chunk)
+                self._follow(chunk, 0, len(chunk))
             yield chunk
+
+    def _follow(self, chunk: bytes, start: int, end: int) -> None:
+        """Follow ``chunk[start:end]``, the bytes at the current position."""
+        view = memoryview(chunk)
+        nl = chunk.rfind(b"\n", start, end)
+        if nl < 0:
+            self._digest.update(view[start:end])
+            self._zero_after = self._zero_after or chunk.find(b"\0", start, end) >= 0
+        else:
+            self._digest.update(view[start : nl + 1])
+            self._complete_digest = self._digest.copy()
+            self._digest.update(view[nl + 1 : end])
+            self._complete_end = self._position + nl + 1 - start
+            self._zero_after = chunk.find(b"\0", nl + 1, end) >= 0
+        self._position += end - start
 
     def complete(self, last_line_no: int) -> CompletePart | None:
         """The complete part of a file read to its end, whose last line was ``last_line_no``."""
@@ -744,7 +767,8 @@ class _CompleteTracker:
         if self._start_bytes is not None and _wide_encoding(self._start_bytes) is not None:
             return None  # read as its UTF-8 form: its newlines are not these bytes
         rest_is_a_line = self._position > self._complete_end  # the last line, without a newline
-        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, self._complete_digest.hexdigest())
+        head = self._head if self._complete_end >= HEAD_BYTES else None
+        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, self._complete_digest.hexdigest(), head)
 
 
 def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, outcome: ReadOutcome | None = None) -> Iterator[RawLine]:
@@ -779,25 +803,56 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, o
         outcome.complete = tracker.complete(last)
 
 
-def _same_start(stream: BinaryIO, part: CompletePart) -> hashlib._Hash | None:
-    """Read the first ``part.size`` bytes of ``stream`` and hash them: the running digest when they
-    are ``part``'s bytes (the stream is then just past them), None when they differ or are fewer."""
+def head_sha256(stream: BinaryIO) -> str | None:
+    """The SHA-256 (hex) of the first :data:`HEAD_BYTES` bytes of ``stream``, None when it has fewer:
+    a file may continue a :class:`CompletePart` only if this is the part's ``head_sha256``."""
     digest = hashlib.sha256()
-    left = part.size
+    left = HEAD_BYTES
     while left:
-        chunk = stream.read(min(CHUNK_BYTES, left))
+        chunk = stream.read(left)
         if not chunk:
             return None
         digest.update(chunk)
         left -= len(chunk)
-    return digest if digest.hexdigest() == part.sha256 else None
+    return digest.hexdigest()
 
 
-def _resumed_lines(stream: BinaryIO, part: CompletePart, digest: hashlib._Hash, *, max_line_bytes: int, keep_bytes: int,
+def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, str | None] | None:
+    """Read the first ``part.size`` bytes of ``stream`` and hash them: when they are ``part``'s bytes,
+    the running digest and the file's head fingerprint if they hold it (the stream is then just past
+    them); None when they differ or are fewer."""
+    digest = hashlib.sha256()
+    head = None
+    position = 0
+    while position < part.size:
+        upto = HEAD_BYTES if position < HEAD_BYTES <= part.size else part.size
+        chunk = stream.read(min(CHUNK_BYTES, upto - position))
+        if not chunk:
+            return None
+        digest.update(chunk)
+        position += len(chunk)
+        if position == HEAD_BYTES:
+            head = digest.copy().hexdigest()
+            if part.head_sha256 is not None and head != part.head_sha256:
+                return None
+    return (digest, head) if digest.hexdigest() == part.sha256 else None
+
+
+def starts_with(path: str, opener: Callable[[str], BinaryIO], part: CompletePart) -> bool:
+    """Whether the file at ``path`` starts with ``part``'s bytes (it is read up to the part's end
+    only; an I/O failure is False: the file's read reports it)."""
+    try:
+        with opener(path) as stream:
+            return _same_start(stream, part) is not None
+    except OSError:
+        return False
+
+
+def _resumed_lines(stream: BinaryIO, part: CompletePart, digest: hashlib._Hash, head: str | None, *, max_line_bytes: int, keep_bytes: int,
                    outcome: ReadOutcome | None) -> Iterator[RawLine]:
     """The lines after ``part``, the stream being just past it: plain text (neither gzip nor a wide
     encoding is looked for there, as a whole read does not look for them mid-file)."""
-    tracker = _CompleteTracker(part.size, digest, start_bytes=None)
+    tracker = _CompleteTracker(part.size, digest, start_bytes=None, head=head)
     last = part.lines
     for line in split_lines(_holes(tracker.chunks(_raw_chunks(stream))), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes,
                             first_line_no=part.lines + 1):
@@ -824,27 +879,31 @@ def read_capture_raw(
     *,
     max_line_bytes: int,
     keep_bytes: int,
-    resume: CompletePart | None = None,
+    resume: Sequence[CompletePart] = (),
     outcome: ReadOutcome | None = None,
 ) -> Iterator[RawLine]:
     """:func:`read_capture_file`, undecoded; the ``unreadable_file`` line's data is the error text.
 
-    With ``resume`` (a complete part an earlier read of this file reported), only the lines after it
-    are read when the file still starts with its bytes; else the file is read whole. ``outcome``, if
-    given, says which it was and reports the file's complete part now (:class:`ReadOutcome`)."""
+    ``resume`` are complete parts that earlier reads reported, of this file or of others it may
+    continue (a file renamed): only the lines after the largest part the file still starts with are
+    read, numbered on from it; without one the file is read whole. (Each part tried costs a read of
+    its bytes: give only the parts whose ``head_sha256`` is the file's, see :func:`head_sha256`.)
+    ``outcome``, if given, says which it was and reports the file's complete part now
+    (:class:`ReadOutcome`)."""
     produced = 0
     try:
-        if resume is not None:
+        for part in sorted(resume, key=lambda p: p.size, reverse=True):
             with opener(path) as stream:
-                digest = _same_start(stream, resume)
-                if digest is not None:
-                    produced = resume.lines
-                    if outcome is not None:
-                        outcome.read_from = resume.size
-                    for line in _resumed_lines(stream, resume, digest, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
-                        produced = line.line_no
-                        yield line
-                    return
+                same = _same_start(stream, part)
+                if same is None:
+                    continue
+                produced = part.lines
+                if outcome is not None:
+                    outcome.read_from, outcome.resumed = part.size, part
+                for line in _resumed_lines(stream, part, *same, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
+                    produced = line.line_no
+                    yield line
+                return
         with opener(path) as stream:
             for line in read_raw_stream(stream, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
                 produced = line.line_no

@@ -31,11 +31,14 @@ complete part the latest run to read it recorded (``bronze.ingest_files.complete
 file's bytes up to its last newline) and still starts with those bytes (same SHA-256), only the
 lines after them are read, numbered on (``IngestResult.files_resumed``,
 ``bronze.ingest_files.read_from``); else it is read whole
-(``pipelines.ingest.capture_reader``). Either way its records read before count as duplicates, and
-so do its lines that ``silver.quarantine`` holds already (same file, line number, text and reason;
-``IngestResult.quarantined_before``): the last line of the earlier read, if it had no newline then,
-is read again, and a bad line is quarantined once however often its file is read. Counts always
-reconcile: ``lines_read = accepted + duplicates + quarantined``.
+(``pipelines.ingest.capture_reader``). A new file may likewise continue another file's part: a log
+renamed when it rolls over is read after what was read under its old name
+(``bronze.ingest_files.resumed_file``, ``IngestResult.files_renamed``;
+``pipelines.ingest.parts_read_before``). Either way its records read before count as duplicates, and
+so do its lines that ``silver.quarantine`` holds already (same file, or the file it was renamed
+from; line number, text and reason; ``IngestResult.quarantined_before``): the last line of the
+earlier read, if it had no newline then, is read again, and a bad line is quarantined once however
+often its file is read. Counts always reconcile: ``lines_read = accepted + duplicates + quarantined``.
 """
 
 from __future__ import annotations
@@ -53,13 +56,15 @@ from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
-from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures
+from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures, open_capture
 from pipelines.ingest.capture_reader import CompletePart, ReadOutcome
+from pipelines.ingest.parts_read_before import parts_read_before, same_bytes
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
 from pipelines.ingest.transforms import (
     QUARANTINED_BEFORE,
     FileToRead,
+    PartReadBefore,
     ParseOptions,
     ReadOptions,
     accepted_events,
@@ -167,7 +172,8 @@ class IngestResult:
     warehouse: str = ""  # the warehouse root, for the commands the messages suggest
     ignored: tuple[str, ...] = ()  # what the capture directory holds that was not read (CaptureListing.ignored)
     quarantined_before: int = 0  # lines of files read again that silver.quarantine holds already (in duplicates)
-    files_resumed: int = 0  # files read again after the complete part an earlier run read (in files_read)
+    files_resumed: int = 0  # files read after the complete part an earlier run read (in files_read)
+    files_renamed: int = 0  # of those, files that continue the part read of another file (renamed since)
     replaced_failed: bool = False  # this run id's earlier attempt had failed its data-quality check: discarded first
 
     def late_data(self) -> str:
@@ -178,7 +184,8 @@ class IngestResult:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.quarantined_by_reason.items())) or "none"
         return (
             f"ingest {self.run_id}: {self.status}; files {self.files_read} read"
-            + (f" ({self.files_resumed} of them after the part read before)" if self.files_resumed else "")
+            + (f" ({self.files_resumed} of them after the part read before"
+               + (f", {self.files_renamed} of those under a new name" if self.files_renamed else "") + ")" if self.files_resumed else "")
             + f", {self.files_skipped} already ingested; "
             f"lines {self.lines_read} = accepted {self.accepted} + duplicates {self.duplicates}"
             + (f" ({self.quarantined_before} of them lines quarantined before)" if self.quarantined_before else "")
@@ -243,6 +250,7 @@ class _LineCounts:
     unreadable: frozenset[str]
     quarantined_per_file: dict[str, int] = field(default_factory=dict)
     reads: dict[str, ReadOutcome] = field(default_factory=dict)
+    resumed_files: dict[str, str] = field(default_factory=dict)  #: file -> the file whose part its read resumed after
 
     @staticmethod
     def of(parsed: DataFrame) -> _LineCounts:
@@ -253,8 +261,9 @@ class _LineCounts:
         quarantined: dict[str, int] = {}
         unreadable: set[str] = set()
         reads: dict[str, ReadOutcome] = {}
+        resumed_files: dict[str, str] = {}
         # a file's last row alone carries how it was read: its group's maxima are those values
-        how_read = [F.max(c).alias(c) for c in ("read_from", "complete_bytes", "complete_lines", "complete_sha256")]
+        how_read = [F.max(c).alias(c) for c in ("read_from", "complete_bytes", "complete_lines", "complete_sha256", "complete_head_sha256", "resumed_file")]
         for r in parsed.groupBy("status", "reason", "source_file").agg(F.count(F.lit(1)).alias("count"), *how_read).collect():
             by_status[r.status] = by_status.get(r.status, 0) + r["count"]
             per_file[r.source_file] = per_file.get(r.source_file, 0) + r["count"]
@@ -264,17 +273,20 @@ class _LineCounts:
             if r.reason == "unreadable_file":
                 unreadable.add(r.source_file)
             if r.read_from is not None:
-                complete = None if r.complete_bytes is None else CompletePart(r.complete_bytes, r.complete_lines, r.complete_sha256)
+                complete = None if r.complete_bytes is None else CompletePart(r.complete_bytes, r.complete_lines, r.complete_sha256, r.complete_head_sha256)
                 reads[r.source_file] = ReadOutcome(r.read_from, complete)
-        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined, reads)
+                if r.resumed_file is not None:
+                    resumed_files[r.source_file] = r.resumed_file
+        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined, reads, resumed_files)
 
 
-def _how_read(read: ReadOutcome | None) -> tuple[int | None, int | None, int | None, str | None]:
-    """``bronze.ingest_files``' read_from, complete_bytes, complete_lines and complete_sha256 of a file read."""
+def _how_read(read: ReadOutcome | None, resumed_file: str | None) -> tuple[int | None, int | None, int | None, str | None, str | None, str | None]:
+    """``bronze.ingest_files``' read_from, complete_bytes, complete_lines, complete_sha256,
+    complete_head_sha256 and resumed_file of a file read."""
     if read is None:
-        return (None, None, None, None)
+        return (None, None, None, None, None, None)
     part = read.complete
-    return (read.read_from, *((part.size, part.lines, part.sha256) if part else (None, None, None)))
+    return (read.read_from, *((part.size, part.lines, part.sha256, part.head_sha256) if part else (None, None, None, None)), resumed_file)
 
 
 def _utc_date(ms: int) -> str:
@@ -289,24 +301,6 @@ def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tup
     paths = [f.path for f in files]
     known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable")).where(F.col("source_file").isin(paths))
     return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
-
-
-def _resume_points(warehouse: Warehouse, files: list[CaptureFile]) -> dict[str, CompletePart]:
-    """For each of ``files`` read before, the complete part that the latest run to read it recorded
-    (file metadata only), when the file is larger now: its read may resume after that part. (The
-    reader checks that the file still starts with the part's bytes, and reads it whole if not.)"""
-    if not files:
-        return {}
-    sizes = {f.path: f.size_bytes for f in files}
-    read = warehouse.read(INGEST_FILES).where(F.col("source_file").isin(list(sizes)) & F.col("complete_bytes").isNotNull())
-    started = warehouse.read(INGEST_RUNS).select("run_id", "started_ms")
-    latest = F.max_by(F.struct("complete_bytes", "complete_lines", "complete_sha256"), F.struct("started_ms", "run_id")).alias("part")
-    points = {}
-    for r in read.join(started, "run_id").groupBy("source_file").agg(latest).collect():
-        part = CompletePart(r.part.complete_bytes, r.part.complete_lines, r.part.complete_sha256)
-        if sizes[r.source_file] > part.size:  # else nothing follows it: a whole read tells whether the file changed
-            points[r.source_file] = part
-    return points
 
 
 def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
@@ -363,9 +357,16 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     options = parse_options(settings)
     rules = options.rules
     read_before = {path for path, _, _ in done}
+    repeated: dict[str, PartReadBefore] = {}  # files that are a part read before, whole: nothing to read
+    reading: list[FileToRead] = []
     if to_read:
-        resume = _resume_points(warehouse, [f for f in to_read if f.path in read_before])
-        reading = [FileToRead(f.path, resume.get(f.path)) for f in to_read]
+        resume = parts_read_before(warehouse, to_read, read_before, open_capture)
+        as_long = {f.path: [p for p in resume.get(f.path, ()) if p.part.size == f.size_bytes] for f in to_read}
+        repeated = same_bytes(spark, {path: parts for path, parts in as_long.items() if parts})
+        reading = [FileToRead(f.path, tuple(p for p in resume.get(f.path, ()) if p.part.size < f.size_bytes)) for f in to_read if f.path not in repeated]
+    if repeated:
+        clock.lap("files read before, whole")
+    if reading:
         read = read_capture_records(spark, reading, ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes), options)
     else:
         read = local_frame(spark, [], READ_LINE)
@@ -389,17 +390,29 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
                 counts = _LineCounts.of(parsed)  # computes the new cache in full: the lines as read can go
                 as_read.unpersist()
             clock.lap("quarantine damaged gzip members")
-        # a file read again yields the bad lines quarantined when it was read before: they count as duplicates
-        read_again = read_before & {p for p, n in counts.quarantined_per_file.items() if n}
-        if read_again:
+        # a file read again yields the bad lines quarantined when it was read before: they count as
+        # duplicates; so does a renamed file's line read again after the part read under the old name
+        # (the last line, if it had no newline then)
+        with_bad_lines = {p for p, n in counts.quarantined_per_file.items() if n}
+        read_again = read_before & with_bad_lines
+        renamed = {p: counts.resumed_files[p] for p in with_bad_lines if counts.resumed_files.get(p, p) != p}
+        if read_again or renamed:
             as_read = parsed
-            known = warehouse.read(QUARANTINE).where(F.col("source_file").isin(sorted(read_again)))
+            quarantine = warehouse.read(QUARANTINE)
+            known = quarantine.where(F.col("source_file").isin(sorted(read_again)))
+            if renamed:
+                names = local_frame(spark, sorted((old, new) for new, old in renamed.items()), "source_file string, renamed_to string")
+                under_new_names = quarantine.join(F.broadcast(names), "source_file").withColumn("source_file", F.col("renamed_to")).drop("renamed_to")
+                known = known.unionByName(under_new_names)
             parsed = mark_quarantined_before(as_read, known).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(parsed)
             counts = _LineCounts.of(parsed)
             as_read.unpersist()
             clock.lap("lines quarantined before")
         by_status, by_reason, per_file, unreadable = counts.by_status, counts.by_reason, counts.per_file, counts.unreadable
+        # how each file was read: a file that repeats a part read before as if read after it, to its end
+        reads = {**counts.reads, **{path: ReadOutcome(p.part.size, p.part, p.part) for path, p in repeated.items()}}
+        resumed_files = {**counts.resumed_files, **{path: p.source_file for path, p in repeated.items()}}
         events_all = accepted_events(parsed)
         existing_ids = _existing_record_ids(warehouse, events_all)
         if duplicate_ids(events_all, existing_ids).isEmpty():
@@ -445,8 +458,9 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             warehouse.append(EVENTS, events, dataclasses.replace(commit, extra=new_records_metadata(earliest_new)))
             warehouse.append(TOPIC_CONFIGS, bodies, commit)
             warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
-            file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms, "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) else "empty",
-                          per_file.get(f.path, 0), None, *_how_read(counts.reads.get(f.path))) for f in to_read]
+            file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms,
+                          "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) or f.path in repeated else "empty",
+                          per_file.get(f.path, 0), None, *_how_read(reads.get(f.path), resumed_files.get(f.path))) for f in to_read]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:
@@ -461,7 +475,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             accepted=metrics.accepted,
             duplicates=metrics.duplicates,
             quarantined_before=quarantined_before,
-            files_resumed=sum(1 for r in counts.reads.values() if r.read_from),
+            files_resumed=sum(1 for r in reads.values() if r.read_from),
+            files_renamed=sum(1 for path, resumed in resumed_files.items() if resumed != path),
             quarantined=metrics.quarantined,
             quarantined_by_reason=by_reason,
             new_bodies=n_bodies,

@@ -6,7 +6,7 @@ a task reads from the capture files it is given; no ``collect()`` of event data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -33,12 +33,21 @@ class ReadOptions:
 
 
 @dataclass(frozen=True)
+class PartReadBefore:
+    """The complete part of ``source_file`` that an earlier run read."""
+
+    source_file: str
+    part: CompletePart
+
+
+@dataclass(frozen=True)
 class FileToRead:
-    """A capture file an ingest reads, and the complete part an earlier read of it reported, if any:
-    the read resumes after it while the file still starts with its bytes."""
+    """A capture file an ingest reads, and the complete parts read before that it may continue (its
+    own, or a file's it was renamed from): the read resumes after the largest one it still starts
+    with (``capture_reader.read_capture_raw``)."""
 
     path: str
-    resume: CompletePart | None = None
+    resume: tuple[PartReadBefore, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,17 +251,18 @@ def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[FileToRead]
     def batches_of(file: FileToRead) -> Iterator[pa.RecordBatch]:
         outcome = ReadOutcome()
         lines = read_capture_raw(file.path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes,
-                                 resume=file.resume, outcome=outcome)
-        rows = with_read_outcome(read_line_rows(parser, file.path, lines, parse, stored), outcome)
+                                 resume=[p.part for p in file.resume], outcome=outcome)
+        rows = with_read_outcome(read_line_rows(parser, file.path, lines, parse, stored), outcome, {p.part: p.source_file for p in file.resume})
         with gc_paused():
             yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
 
     return batches_of
 
 
-def with_read_outcome(rows: Iterator[dict[str, Any]], outcome: ReadOutcome) -> Iterator[dict[str, Any]]:
+def with_read_outcome(rows: Iterator[dict[str, Any]], outcome: ReadOutcome, files_of: Mapping[CompletePart, str] | None = None) -> Iterator[dict[str, Any]]:
     """``rows`` (one file's READ_LINE rows), the last one given the READ_LINE columns that say how the
-    file was read: ``outcome`` as it stands once the rows are exhausted. A file that yields no row
+    file was read: ``outcome`` as it stands once the rows are exhausted, and the file whose part the
+    read resumed after (``files_of`` names the parts the read was given). A file that yields no row
     (zero bytes) reports nothing."""
     held: dict[str, Any] | None = None
     for row in rows:
@@ -262,28 +272,31 @@ def with_read_outcome(rows: Iterator[dict[str, Any]], outcome: ReadOutcome) -> I
     if held is None:
         return
     held["read_from"] = outcome.read_from
+    if outcome.resumed is not None:
+        held["resumed_file"] = (files_of or {}).get(outcome.resumed)
     if outcome.complete is not None:
-        held.update(complete_bytes=outcome.complete.size, complete_lines=outcome.complete.lines, complete_sha256=outcome.complete.sha256)
+        part = outcome.complete
+        held.update(complete_bytes=part.size, complete_lines=part.lines, complete_sha256=part.sha256, complete_head_sha256=part.head_sha256)
     yield held
 
 
-#: The task input of :func:`read_capture_records`: a file, and the complete part to resume after.
-FILES_TO_READ = "source_file string, resume_bytes long, resume_lines long, resume_sha256 string"
+#: The task input of :func:`read_capture_records`: a file, and the complete parts it may resume after.
+FILES_TO_READ = "source_file string, resume array<struct<source_file: string, bytes: long, lines: long, sha256: string, head_sha256: string>>"
 
 
 def read_capture_records(spark: SparkSession, files: list[FileToRead], read: ReadOptions, parse: ParseOptions) -> DataFrame:
-    """Every line of the given capture files (after its complete part, for a file read again that
-    still starts with it), read and parsed in one pass (READ_LINE rows), one task per file: what
+    """Every line of the given capture files (after the part read before that a file continues, if
+    any), read and parsed in one pass (READ_LINE rows), one task per file: what
     bronze keeps of each line and what silver gets from it."""
 
     def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches_of = file_reader(read, parse)
         for batch in batches:
             for row in batch.to_pylist():
-                resume = None if row["resume_bytes"] is None else CompletePart(row["resume_bytes"], row["resume_lines"], row["resume_sha256"])
+                resume = tuple(PartReadBefore(r["source_file"], CompletePart(r["bytes"], r["lines"], r["sha256"], r["head_sha256"])) for r in row["resume"])
                 yield from batches_of(FileToRead(row["source_file"], resume))
 
-    rows = [(f.path, *((f.resume.size, f.resume.lines, f.resume.sha256) if f.resume else (None, None, None))) for f in files]
+    rows = [(f.path, [(p.source_file, p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256) for p in f.resume]) for f in files]
     tasks = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     return spark.createDataFrame(tasks, FILES_TO_READ).mapInArrow(read_files, READ_LINE)
 

@@ -15,8 +15,11 @@ import codecs
 import gzip
 import hashlib
 import io
+import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from chispa import assert_df_equality
@@ -30,9 +33,12 @@ from nsreplay.config import load_settings
 from nsreplay.generator import apply_overrides, generate, preset
 from nsreplay.runtime import local_frame
 from nsreplay.storage import Warehouse
-from pipelines.ingest.capture_reader import CompletePart, RawLine, ReadOutcome, read_capture_raw, read_raw_stream
+from pipelines.ingest import capture_reader
+from pipelines.ingest.capture_reader import HEAD_BYTES, CompletePart, RawLine, ReadOutcome, read_capture_raw, read_raw_stream
+from pipelines.ingest.capture_files import CaptureFile
+from pipelines.ingest.parts_read_before import MAX_PARTS, parts_to_try
 from pipelines.ingest.run import run_ingest
-from pipelines.ingest.transforms import QUARANTINE_LINE_KEY, QUARANTINED_BEFORE, ParseOptions, mark_quarantined_before, read_line_row
+from pipelines.ingest.transforms import QUARANTINE_LINE_KEY, QUARANTINED_BEFORE, ParseOptions, PartReadBefore, mark_quarantined_before, read_line_row
 from pipelines.quality.rules import event_rules
 from schemas.bronze import CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, QUARANTINE, READ_LINE
@@ -69,11 +75,16 @@ class _Trickle(io.BytesIO):
         return super().read(self.step if size is None or size < 0 else min(size, self.step))
 
 
-def read_file(data: bytes, *, resume: CompletePart | None = None, step: int = 1 << 20) -> tuple[list[RawLine], ReadOutcome]:
+def read_file(data: bytes, *, resume: Sequence[CompletePart] = (), step: int = 1 << 20) -> tuple[list[RawLine], ReadOutcome]:
     """The lines of a file holding ``data`` and how it was read (max_line_bytes 12, keep_bytes 5)."""
     outcome = ReadOutcome()
     lines = list(read_capture_raw("f.jsonl", lambda _: _Trickle(data, step), max_line_bytes=12, keep_bytes=5, resume=resume, outcome=outcome))
     return lines, outcome
+
+
+#: A head of a few bytes, for the generated files below: their parts then have heads, and files
+#: that share one.
+SMALL_HEAD = 6
 
 
 #: Pieces of a file's bytes: text, newlines, carriage returns, holes, bytes that are not UTF-8, a
@@ -84,29 +95,41 @@ FILE_BYTES = st.lists(PIECES, max_size=30).map(b"".join)
 
 
 @settings(max_examples=400, deadline=None)
-@given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9))
-@example(before=codecs.BOM_UTF16_LE + b"\n", added=b"\0{\0\n\0", step=4)  # the bytes after make it UTF-16
-@example(before=b"{a}\n{b}\n{c", added=b"}\n\0\0", step=3)
-def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yields_after_it(before: bytes, added: bytes, step: int) -> None:
-    """A file read when it held ``before`` and read again once ``added`` came after: resumed after the
-    complete part the first read reported, the second read yields exactly the whole read's lines
-    after that part, and reports the same complete part; the first read's lines up to the part are
-    the whole read's too. Resumed after a part the file no longer starts with, it is read whole."""
-    first, found = read_file(before, step=step)
-    whole, again = read_file(before + added, step=step)
-    assert found.read_from == 0 and again.read_from == 0
-    part = found.complete
-    if part is None:
-        return
-    assert before[: part.size].endswith(b"\n") and b"\n" not in before[part.size :]
-    assert part.sha256 == hashlib.sha256(before[: part.size]).hexdigest()
-    assert first[: part.lines] == whole[: part.lines] and all(not line.unterminated for line in first[: part.lines])
-    resumed, outcome = read_file(before + added, resume=part, step=step)
-    assert resumed == whole[part.lines :]
-    assert (outcome.read_from, outcome.complete) == (part.size, again.complete)
-    changed = bytes([before[0] ^ 0x01]) + before[1:] + added  # written anew: its first byte differs
-    assert read_file(changed, resume=part, step=step) == read_file(changed, step=step)
-    assert read_file(before[: part.size - 1], resume=part, step=step) == read_file(before[: part.size - 1], step=step)  # cut
+@given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9), head=st.sampled_from([SMALL_HEAD, HEAD_BYTES]))
+@example(before=codecs.BOM_UTF16_LE + b"\n", added=b"\0{\0\n\0", step=4, head=HEAD_BYTES)  # the bytes after make it UTF-16
+@example(before=b"{a}\n{b}\n{c", added=b"}\n\0\0", step=3, head=HEAD_BYTES)
+@example(before=b"{a}\n{b}\n{c", added=b"}\n\0\0", step=3, head=SMALL_HEAD)
+def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yields_after_it(before: bytes, added: bytes, step: int,
+                                                                                              head: int) -> None:
+    """A file read when it held ``before`` and read again once ``added`` came after (the same file
+    grown, or renamed since: the reader sees bytes only): resumed after the complete part the first
+    read reported, the second read yields exactly the whole read's lines after that part, and
+    reports the same complete part, whose head is its first ``head`` bytes' SHA-256 when it holds
+    them; the first read's lines up to the part are the whole read's too. Given other parts as
+    well, it resumes after the largest one it starts with. Resumed after a part the file no longer
+    starts with, it is read whole."""
+    with mock.patch.object(capture_reader, "HEAD_BYTES", head):
+        first, found = read_file(before, step=step)
+        whole, again = read_file(before + added, step=step)
+        assert found.read_from == 0 and again.read_from == 0 and found.resumed is None
+        part = found.complete
+        if part is None:
+            return
+        assert before[: part.size].endswith(b"\n") and b"\n" not in before[part.size :]
+        assert part.sha256 == hashlib.sha256(before[: part.size]).hexdigest()
+        assert part.head_sha256 == (hashlib.sha256(before[:head]).hexdigest() if part.size >= head else None)
+        assert first[: part.lines] == whole[: part.lines] and all(not line.unterminated for line in first[: part.lines])
+        resumed, outcome = read_file(before + added, resume=[part], step=step)
+        assert resumed == whole[part.lines :]
+        assert (outcome.read_from, outcome.complete, outcome.resumed) == (part.size, again.complete, part)
+        # parts of other files: one longer, one as long whose bytes differ (same head), one shorter
+        longer = dataclasses.replace(part, size=len(before + added) + 1, sha256=hashlib.sha256(before + added + b"\n").hexdigest())
+        differs = dataclasses.replace(part, sha256=hashlib.sha256(b"x" + before[1 : part.size]).hexdigest())
+        shorter = CompletePart(1, 0, hashlib.sha256(before[:1]).hexdigest())
+        assert read_file(before + added, resume=[shorter, longer, differs, part], step=step) == (resumed, outcome)
+        changed = bytes([before[0] ^ 0x01]) + before[1:] + added  # written anew: its first byte differs
+        assert read_file(changed, resume=[part], step=step) == read_file(changed, step=step)
+        assert read_file(before[: part.size - 1], resume=[part], step=step) == read_file(before[: part.size - 1], step=step)  # cut
 
 
 def test_gzip_and_utf16_files_and_a_hole_after_the_last_newline_report_no_complete_part() -> None:
@@ -256,3 +279,121 @@ def test_a_growing_file_ingested_at_each_step_equals_one_ingest_of_the_whole(spa
     assert sum(r.accepted for r in results) == whole.accepted
     assert "files 1 read (1 of them after the part read before), 0 already ingested" in results[1].summary()
     assert f"duplicates {results[3].duplicates} ({quarantined_in(0, last - 1)} of them lines quarantined before)" in results[3].summary()
+
+
+# ------------------------------------------------------------------------------ a log that rolls over
+
+
+@pytest.fixture(scope="module")
+def rolled_lines(tmp_path_factory) -> list[bytes]:
+    """The lines of one file of a tiny capture long enough for three parts of over HEAD_BYTES, with
+    bad lines put in at lines 11 and 31 (first part) and 181 (second)."""
+    generated = tmp_path_factory.mktemp("rolled-generated")
+    generate(apply_overrides(preset("tiny"), {"timing.hours": 0.3}), generated, workers=1)
+    first = sorted(p for p in generated.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))[0]
+    data = gzip.decompress(first.read_bytes()) if first.name.endswith(".gz") else first.read_bytes()
+    lines = data.rstrip(b"\n").split(b"\n")
+    for at, bad in ((10, BAD_JSON), (30, UNKNOWN_KIND), (180, BAD_JSON)):
+        lines.insert(at, bad)
+    return lines
+
+
+def test_a_log_that_rolls_over_is_read_once_under_all_its_names(spark, tmp_path: Path, rolled_lines: list[bytes]) -> None:
+    """A NameServer's audit log ``audit.jsonl``, rolled over as logrotate does (numbered: at each roll
+    the older files are renamed up, ``audit.1.jsonl`` to ``audit.2.jsonl`` and so on), its writer
+    still appending to the file it holds open after a roll, ingested between rolls. Part 1 (lines
+    1-150) is read up to the middle of line 101, rolled, read again, completed, rolled; part 2 is read
+    up to line 80, completed, rolled; part 3 is read whole; then all three roll once more, unchanged.
+    Each line is read once, under the name it had when first read: a renamed file is read after the
+    part read under its old name (the line cut short then, read again, counts as quarantined
+    before), and a file that is such a part whole is not read at all. After the last run,
+    ``silver.events`` and ``silver.quarantine`` equal one ingest of the files as they are at the end,
+    but for the name each line was read under."""
+    settings = load_settings()
+    logs = tmp_path / "captures"
+    logs.mkdir()
+    text = lambda lines: b"\n".join(lines) + b"\n"  # noqa: E731
+    one, two, three = rolled_lines[:150], rolled_lines[150:300], rolled_lines[300:]
+    assert len(three) > 20 and min(len(text(one[:100])), len(text(two[:80])), len(text(three))) > HEAD_BYTES  # the parts have heads
+
+    def roll(last: int) -> None:  # audit.{last-1}.jsonl -> audit.{last}.jsonl, ..., audit.jsonl -> audit.1.jsonl
+        names = ["audit.jsonl", *(f"audit.{i}.jsonl" for i in range(1, last + 1))]
+        for newer, older in reversed(list(zip(names, names[1:]))):
+            (logs / newer).rename(logs / older)
+
+    rolled = Warehouse(str(tmp_path / "wh-rolled"), spark, "delta-rs")
+    results = []
+    ingest = lambda: results.append(run_ingest(spark, rolled, settings, str(logs), f"roll-{len(results)}"))  # noqa: E731
+    (logs / "audit.jsonl").write_bytes(text(one[:100]) + one[100][:25])  # line 101 half written
+    ingest()
+    roll(1)
+    (logs / "audit.jsonl").write_bytes(text(two[:80]))
+    ingest()
+    (logs / "audit.1.jsonl").write_bytes(text(one))  # the writer finishes part 1 before it reopens
+    (logs / "audit.jsonl").write_bytes(text(two))
+    roll(2)
+    (logs / "audit.jsonl").write_bytes(text(three))
+    ingest()
+    roll(3)
+    (logs / "audit.jsonl").write_bytes(b"")
+    ingest()
+    once = Warehouse(str(tmp_path / "wh-once"), spark, "delta-rs")
+    whole = run_ingest(spark, once, settings, str(logs), "once")
+
+    # how each file was read, and each run's counts
+    files = {(r.run_id, r.source_file.rsplit("/", 1)[-1]): r for r in rolled.read(INGEST_FILES).collect()}
+    how = {key: (r.status, r.read_from, r.lines, r.resumed_file and r.resumed_file.rsplit("/", 1)[-1]) for key, r in files.items()}
+    assert how == {
+        ("roll-0", "audit.jsonl"): ("read", 0, 101, None),
+        ("roll-1", "audit.1.jsonl"): ("read", len(text(one[:100])), 1, "audit.jsonl"),  # line 101 again, as it was
+        ("roll-1", "audit.jsonl"): ("read", 0, 80, None),
+        ("roll-2", "audit.2.jsonl"): ("read", len(text(one[:100])), 50, "audit.1.jsonl"),  # lines 101-150
+        ("roll-2", "audit.1.jsonl"): ("read", len(text(two[:80])), 70, "audit.jsonl"),
+        ("roll-2", "audit.jsonl"): ("read", 0, len(three), None),
+        ("roll-3", "audit.3.jsonl"): ("read", len(text(one)), 0, "audit.2.jsonl"),  # each a part read before, whole: not read
+        ("roll-3", "audit.2.jsonl"): ("read", len(text(two)), 0, "audit.1.jsonl"),
+        ("roll-3", "audit.1.jsonl"): ("read", len(text(three)), 0, "audit.jsonl"),
+        ("roll-3", "audit.jsonl"): ("empty", None, 0, None),
+    }
+    sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731
+    assert {(key[1], r.complete_bytes, r.complete_sha256, r.complete_head_sha256) for key, r in files.items() if key[0] == "roll-3" and r.lines == 0
+            and r.status == "read"} == {(f"audit.{i}.jsonl", len(text(part)), sha(text(part)), sha(text(part)[:HEAD_BYTES]))
+                                        for i, part in ((3, one), (2, two), (1, three))}
+    assert [(r.files_read, r.files_resumed, r.files_renamed) for r in results] == [(1, 0, 0), (2, 1, 1), (3, 2, 2), (4, 3, 3)]
+    for r in results:
+        assert r.lines_read == r.accepted + r.duplicates + r.quarantined, r
+    assert [r.lines_read for r in results] == [101, 81, 120 + len(three), 0]
+    assert [r.quarantined_before for r in results] == [0, 1, 0, 0]
+    assert sum(r.accepted for r in results) == whole.accepted
+    assert "files 4 read (3 of them after the part read before, 3 of those under a new name), 0 already ingested" in results[3].summary()
+
+    # where each line was read: part 1 (now audit.3) up to line 100 and part 2 (now audit.2) up to line 80 as audit.jsonl
+    name = F.regexp_extract("source_file", r"[^/]*$", 0)
+    first_read_as = lambda df: df.withColumn("source_file", F.regexp_replace("source_file", r"[^/]+$", (  # noqa: E731
+        F.when((name == "audit.3.jsonl") & (F.col("line_no") > 100), F.lit("audit.2.jsonl"))
+        .when((name == "audit.2.jsonl") & (F.col("line_no") > 80), F.lit("audit.1.jsonl"))
+        .otherwise(F.lit("audit.jsonl")))))
+    assert_df_equality(plain(rolled.read(EVENTS)), plain(first_read_as(once.read(EVENTS))), ignore_row_order=True, ignore_nullable=True)
+    kept = rolled.read(QUARANTINE).where(F.col("reason") != "incomplete_line").drop("run_id")
+    assert_df_equality(kept, first_read_as(once.read(QUARANTINE)).drop("run_id"), ignore_row_order=True)
+    assert [(r.run_id, r.line_no) for r in rolled.read(QUARANTINE).where(F.col("reason") == "incomplete_line").collect()] == [("roll-0", 101)]
+    assert {(r.line_no, r.reason) for r in once.read(QUARANTINE).where(name != "audit.1.jsonl").collect()} >= {
+        (11, "invalid_json"), (31, "unknown_kind"), (31, "invalid_json")}  # the bad lines put in are among them
+
+
+def test_the_parts_a_file_may_continue_are_its_own_and_those_with_its_head_largest_first_each_once() -> None:
+    part = lambda size, sha="s", head="h": CompletePart(size, size // 10, sha, head)  # noqa: E731
+    file = CaptureFile("/logs/audit.2.jsonl", 500, 0)
+    by_head = {"h": [PartReadBefore("/logs/audit.1.jsonl", part(300)), PartReadBefore("/logs/audit.jsonl", part(300)),  # latest read first
+                     PartReadBefore("/logs/other.jsonl", part(600)), PartReadBefore("/logs/audit.2.jsonl", part(100)),
+                     PartReadBefore("/logs/copy.jsonl", part(500, "t"))],
+               "g": [PartReadBefore("/logs/g.jsonl", part(200, head="g"))]}
+    assert parts_to_try(file, "h", part(400, "o", "x"), by_head) == (
+        PartReadBefore("/logs/copy.jsonl", part(500, "t")),  # as long as the file: it may be that part whole
+        PartReadBefore("/logs/audit.2.jsonl", part(400, "o", "x")),  # its own, whatever its head
+        PartReadBefore("/logs/audit.1.jsonl", part(300)),  # the same part read as audit.jsonl before: once, as read last
+    )  # not: a longer part, another head, its own path's part recorded under the head (the own part is its latest)
+    assert parts_to_try(file, None, None, by_head) == ()
+    assert parts_to_try(file, "g", part(300), by_head) == (PartReadBefore("/logs/audit.2.jsonl", part(300)), PartReadBefore("/logs/g.jsonl", part(200, head="g")))
+    many = {"h": [PartReadBefore(f"/logs/a{i}.jsonl", part(100 + i)) for i in range(10)]}
+    assert [p.source_file for p in parts_to_try(file, "h", None, many)] == [f"/logs/a{i}.jsonl" for i in (9, 8, 7, 6)][:MAX_PARTS]

@@ -1,0 +1,125 @@
+"""What earlier runs read of the files a run is to read: the parts each file may continue.
+
+A capture file continues a part an earlier run read (a :class:`CompletePart`, kept in
+``bronze.ingest_files``) when it starts with that part's bytes: the same file grown since (a log
+still being written), or a file renamed (a log rolling over: ``ns.jsonl`` read at noon, renamed
+``ns.jsonl.1`` at one, grown meanwhile, and a new ``ns.jsonl`` begun). Its read then resumes after
+the part (``capture_reader.read_capture_raw``), so the lines read before are neither parsed nor
+quarantined again, under either name.
+
+Which parts a file may continue: its own path's latest part, and the latest part of every other
+path whose first :data:`HEAD_BYTES` bytes were the same as the file's now (their SHA-256,
+``complete_head_sha256``; the driver reads those bytes of each file to read, on its own, before the
+tasks start); in both cases only a part no longer than the file. The largest parts first, at most
+:data:`MAX_PARTS` of them: the reader tries them in turn, and one that shares the head but not the
+rest costs a read of its bytes. A file exactly as long as one of its parts (renamed and not grown
+since, as the older files are each time a numbered log rolls over; or touched) has no line to read
+if it is that part: a task per such file hashes it first (:func:`same_bytes`), and it is then not
+read, only listed with the part it repeats. (A read that resumes yields at least one line, which
+carries how the file was read.)
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO, Callable, Iterable, Mapping
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from nsreplay.storage import Warehouse
+from pipelines.ingest.capture_files import CaptureFile, open_capture
+from pipelines.ingest.capture_reader import HEAD_BYTES, CompletePart, head_sha256, starts_with
+from pipelines.ingest.transforms import PartReadBefore
+from schemas.bronze import INGEST_FILES
+from schemas.silver import INGEST_RUNS
+
+#: At most this many parts are tried per file (the largest).
+MAX_PARTS = 4
+#: Files whose heads the driver reads at once (an object store answers each after a round trip).
+HEAD_READERS = 8
+
+
+def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) -> dict[str, str]:
+    """The head fingerprint (``capture_reader.head_sha256``) of each of ``files`` long enough to have
+    one; a file that cannot be read now has none (its task reports why)."""
+
+    def head(file: CaptureFile) -> str | None:
+        try:
+            with opener(file.path) as stream:
+                return head_sha256(stream)
+        except OSError:
+            return None
+
+    long_enough = [f for f in files if f.size_bytes > HEAD_BYTES]
+    if not long_enough:
+        return {}
+    with ThreadPoolExecutor(min(HEAD_READERS, len(long_enough))) as pool:
+        heads = list(pool.map(head, long_enough))
+    return {f.path: h for f, h in zip(long_enough, heads) if h is not None}
+
+
+def parts_to_try(file: CaptureFile, head: str | None, own: CompletePart | None,
+                 by_head: Mapping[str, Iterable[PartReadBefore]]) -> tuple[PartReadBefore, ...]:
+    """The parts ``file`` may continue (see the module contract), largest first: ``own``, its path's
+    latest part, and the parts of other paths recorded with its ``head`` (``by_head``: latest read
+    first). The same part recorded for several paths (a file renamed twice) is given once, as the
+    file's own or else as the file's that read it last: the file it was renamed from."""
+    parts = [PartReadBefore(file.path, own)] if own is not None else []
+    parts += [p for p in by_head.get(head, ()) if p.source_file != file.path] if head is not None else []
+    unique = list({p.part: p for p in reversed(parts)}.values())[::-1]  # the first of each part
+    fit = sorted((p for p in unique if p.part.size <= file.size_bytes), key=lambda p: -p.part.size)  # stable: ties keep that order
+    return tuple(fit[:MAX_PARTS])
+
+
+def same_bytes(spark: SparkSession, files: Mapping[str, Iterable[PartReadBefore]]) -> dict[str, PartReadBefore]:
+    """Of ``files`` (a path, and parts read before as long as it is), those that start with one of
+    their parts: each file's bytes are hashed in a task (one per file; no line is split or parsed).
+    A file that is a part read before, whole, has no line to read (see the module contract)."""
+    if not files:
+        return {}
+    rows = [(path, [(p.source_file, p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256) for p in parts]) for path, parts in files.items()]
+
+    def first_same(row: tuple[str, list[tuple]]) -> tuple[str, int | None]:
+        path, parts = row
+        for i, (_, size, lines, sha, head) in enumerate(parts):
+            if starts_with(path, open_capture, CompletePart(size, lines, sha, head)):
+                return path, i
+        return path, None
+
+    found = spark.sparkContext.parallelize(rows, len(rows)).map(first_same).collect()  # one small pair per file
+    parts_of = {path: list(parts) for path, parts in files.items()}
+    return {path: parts_of[path][i] for path, i in found if i is not None}
+
+
+def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_before: set[str],
+                      opener: Callable[[str], BinaryIO]) -> dict[str, tuple[PartReadBefore, ...]]:
+    """For each of ``files`` (to be read; ``read_before``: the paths among them an earlier run read),
+    the parts it may continue (file metadata and the files' first bytes only). Files without any
+    are left out. Nothing is read while no run has read a file."""
+    if not warehouse.files(INGEST_FILES):  # the Delta log alone says so
+        return {}
+    heads = file_heads(files, opener)
+    own_paths = sorted({f.path for f in files} & read_before)
+    if not own_paths and not heads:
+        return {}
+    wanted = F.col("source_file").isin(own_paths) | F.col("complete_head_sha256").isin(sorted(set(heads.values())))
+    recorded = warehouse.read(INGEST_FILES).where(F.col("complete_bytes").isNotNull() & wanted)
+    started = warehouse.read(INGEST_RUNS).select("run_id", "started_ms")
+    when = F.struct("started_ms", "run_id")
+    latest = (
+        recorded.join(started, "run_id")
+        .groupBy("source_file", "complete_head_sha256")
+        .agg(F.max_by(F.struct("complete_bytes", "complete_lines", "complete_sha256"), when).alias("part"), F.max(when).alias("at"))
+    )
+    own: dict[str, tuple[object, CompletePart]] = {}
+    by_head: dict[str, list[tuple[tuple, PartReadBefore]]] = {}
+    for r in latest.collect():
+        part = CompletePart(r.part.complete_bytes, r.part.complete_lines, r.part.complete_sha256, r.complete_head_sha256)
+        if r.source_file in read_before and (r.source_file not in own or tuple(r.at) > own[r.source_file][0]):
+            own[r.source_file] = (tuple(r.at), part)
+        if r.complete_head_sha256 is not None:
+            by_head.setdefault(r.complete_head_sha256, []).append((tuple(r.at), PartReadBefore(r.source_file, part)))
+    latest_first = {head: [p for _, p in sorted(parts, key=lambda x: x[0], reverse=True)] for head, parts in by_head.items()}
+    chosen = {f.path: parts_to_try(f, heads.get(f.path), own[f.path][1] if f.path in own else None, latest_first) for f in files}
+    return {path: parts for path, parts in chosen.items() if parts}
