@@ -1,16 +1,17 @@
 """What reading a grown capture file on from its complete part saves, against reading it again whole.
 
-    .venv/bin/python scripts/bench/growing_file.py --source FILE [--mb 200] [--grow 0.05] [--rounds 2]
+    .venv/bin/python scripts/bench/growing_file.py --source FILE [--mb 200] [--grow 0.05] [--rounds 2] [--rename]
 
 A plain capture file of about ``--mb`` MB (the first lines of ``--source``, a capture file plain or
 gzipped, e.g. one of bench-day's) is ingested, then grows by ``--grow`` of its size and is ingested
-again: the second ingest is what is timed, in a Spark session of its own, as a scheduled run is (its
+again (with ``--rename``, renamed too, as a log that rolls over: ``audit.jsonl`` to
+``audit.1.jsonl``): the second ingest is what is timed, in a Spark session of its own, as a scheduled run is (its
 Python workers start cold: no register body decoded by the first ingest is remembered). Two ways,
 alternating round by round in this process, each on a warehouse of its own holding the first ingest:
 
 * **resumed**: the ingest as it is: the grown file is hashed up to the complete part the first
   ingest recorded, and only the lines after it are parsed;
-* **whole**: the same ingest with no complete part to resume after (``_resume_points`` returns
+* **whole**: the same ingest with no complete part to resume after (``parts_read_before`` returns
   nothing), as every re-read was before: the whole file parsed again, its old records found to be
   duplicates.
 
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=200)
     parser.add_argument("--grow", type=float, default=0.05)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rename", action="store_true", help="rename the file as it grows (a log rolling over)")
     args = parser.parse_args()
 
     lines = _lines(args.source, int(args.mb * 1e6 * (1 + args.grow)))
@@ -67,7 +69,7 @@ def main() -> None:
     print(f"file: {len(before) / 1e6:.1f} MB, {cut} lines, growing to {len(after) / 1e6:.1f} MB, {len(lines)} lines")
     settings = load_settings()
     session = lambda: build_spark(settings, "bench-growing-file", master="local[2]")  # noqa: E731
-    resume_points = ingest_run._resume_points
+    resume_points = ingest_run.parts_read_before
     timings: dict[str, list[float]] = {"resumed": [], "whole": []}
     cpu: dict[str, list[float]] = {"resumed": [], "whole": []}  # this process, its JVM and their Python workers
     tables = {}
@@ -77,21 +79,24 @@ def main() -> None:
                 root = Path(work) / f"{way}-{round_no}"
                 log = Path(work) / "captures" / "audit.jsonl"  # one path: source_file is the same both ways
                 log.parent.mkdir(exist_ok=True)
+                log.with_name("audit.1.jsonl").unlink(missing_ok=True)  # the previous round's, renamed
                 log.write_bytes(before)
                 spark = session()
                 ingest_run.run_ingest(spark, Warehouse(str(root / "warehouse"), spark, "delta-rs"), settings, str(log.parent), "first")
                 spark.stop()
                 log.write_bytes(after)
+                if args.rename:
+                    log.rename(log.with_name("audit.1.jsonl"))
                 spark = session()
                 warehouse = Warehouse(str(root / "warehouse"), spark, "delta-rs")
-                ingest_run._resume_points = resume_points if way == "resumed" else (lambda *_: {})  # type: ignore[assignment]
+                ingest_run.parts_read_before = resume_points if way == "resumed" else (lambda *_: {})  # type: ignore[assignment]
                 try:
                     started, cpu_before = time.perf_counter(), read_tree_cpu(os.getpid())
                     result = ingest_run.run_ingest(spark, warehouse, settings, str(log.parent), "grown")
                     timings[way].append(time.perf_counter() - started)
                     cpu[way].append((read_tree_cpu(os.getpid()) or 0.0) - (cpu_before or 0.0))
                 finally:
-                    ingest_run._resume_points = resume_points  # type: ignore[assignment]
+                    ingest_run.parts_read_before = resume_points  # type: ignore[assignment]
                 print(f"round {round_no} {way}: {timings[way][-1]:.1f} s, CPU {cpu[way][-1]:.1f} s; {result.summary().splitlines()[0]}", flush=True)
                 events = warehouse.read(EVENTS).drop("run_id")
                 for f in events.schema.fields:  # maps cannot be hashed: their entries, sorted, as JSON

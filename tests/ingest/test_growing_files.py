@@ -7,6 +7,10 @@ starts with that line, and accepts it once written. A file written anew (its fir
 read again whole: its records count once (duplicates), and so do its bad lines, each quarantined by
 the first run that reads it. After the last step, ``silver.events`` equals one ingest of the whole
 file, and ``silver.quarantine`` equals that ingest's quarantine plus the cut lines.
+
+A log that rolls over (renamed, logrotate style) is read on after the part read under its old
+name, and a renamed file that is that part whole is not read: each line is read once, under the
+name it had when first read.
 """
 
 from __future__ import annotations
