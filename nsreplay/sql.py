@@ -177,14 +177,38 @@ def _utc_ms(ntz: str) -> str:
             f" + CAST(floor(date_part('SECOND', {ntz}) * 1000) AS BIGINT)")
 
 
-#: ``ms(iso)``: ISO-8601 text as epoch milliseconds (floored), as :func:`nsreplay.runtime.parse_time`
-#: reads it for every command and the shim: with ``Z`` or an offset, that instant; without one, UTC
-#: (not the session's time zone, which ``to_timestamp`` of such a text would use, and which Spark fixes
-#: in a SQL function when it is created). The same answer in every session and on every machine.
+#: What turns ISO-8601's other spellings, which :func:`nsreplay.runtime.parse_time` reads too, into the
+#: extended form Spark reads, in order: a basic date (``20241121``) and time (``003000``, ``0030``), a
+#: lowercase ``t``, a decimal comma and a lowercase ``z`` (RFC 3339 allows both letters lowercase).
+_TO_EXTENDED = (
+    ("^([0-9]{4})([0-9]{2})([0-9]{2})(?=$|[Tt ])", "$1-$2-$3"),
+    ("^([0-9]{4}-[0-9]{2}-[0-9]{2})t", "$1T"),
+    ("([T ][0-9]{2})([0-9]{2})([0-9]{2})(?![0-9])", "$1:$2:$3"),
+    ("([T ][0-9]{2})([0-9]{2})(?![0-9:])", "$1:$2"),
+    ("(:[0-9]{2}),([0-9]+)", "$1.$2"),
+    ("z$", "Z"),
+)
+
+
+def _extended(text: str) -> str:
+    """SQL: the string expression ``text`` in ISO-8601's extended form (:data:`_TO_EXTENDED`)."""
+    for pattern, replacement in _TO_EXTENDED:
+        text = f"regexp_replace({text}, '{pattern}', '{replacement}')"
+    return text
+
+
+#: ``ms(iso)``: ISO-8601 text (extended or basic form) or epoch milliseconds (digits) as epoch
+#: milliseconds (floored), as :func:`nsreplay.runtime.parse_time` reads it for every command and the
+#: shim: with ``Z`` or an offset, that instant; without one, UTC (not the session's time zone, which
+#: ``to_timestamp`` of such a text would use, and which Spark fixes in a SQL function when it is
+#: created). The same answer in every session and on every machine. (A literal argument is folded to
+#: a constant, so a predicate on ``ms(...)`` still reaches the scan.)
+_ISO = _extended("trim(iso)")
 MS_FUNCTION = (
     "CREATE OR REPLACE TEMPORARY FUNCTION ms(iso STRING) RETURNS BIGINT RETURN "
-    f"CASE WHEN trim(iso) RLIKE '{_NAIVE_TIME}' THEN {_utc_ms('to_timestamp_ntz(trim(iso))')} "
-    "ELSE unix_millis(to_timestamp(iso)) END"
+    "CASE WHEN trim(iso) RLIKE '^-?[0-9]+$' THEN CAST(trim(iso) AS BIGINT) "
+    f"WHEN {_ISO} RLIKE '{_NAIVE_TIME}' THEN {_utc_ms(f'to_timestamp_ntz({_ISO})')} "
+    f"ELSE unix_millis(to_timestamp({_ISO})) END"
 )
 
 

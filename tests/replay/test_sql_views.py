@@ -121,7 +121,8 @@ def test_state_at_an_instant_in_sql_equals_the_python_api(spark, published) -> N
 
 
 #: What ``ms()`` is given, the way analysts write instants: with Z or an offset (+05:30, +0530, +05,
-#: -00:00), naive (no offset: UTC, as every command reads it), a date alone, fractions, and instants
+#: -00:00), naive (no offset: UTC, as every command reads it), a date alone, fractions, the basic
+#: form, a decimal comma, lowercase t and z, epoch milliseconds (digits alone), and instants
 #: that are a DST gap (02:30 on 2024-03-10) or overlap (01:30 on 2024-11-03) in America/New_York's
 #: local time, a leap day, before the epoch (floored) and the ends of the years 1-9999.
 MS_FORMS = [
@@ -130,6 +131,10 @@ MS_FORMS = [
     "2024-11-21T00:30:00", "2024-11-21 00:30", "2024-11-21T00:30", "2024-11-21", "2024-11-21T00:30:00.123456",
     "2024-03-10T02:30:00", "2024-11-03T01:30:00", "2024-02-29T12:00:00", "1969-12-31T23:59:59.9995", "1969-12-31T23:59:59.9995Z",
     "0001-01-01T00:00:00", "9999-12-31T23:59:59.999",
+    # ISO-8601's basic form, a decimal comma, lowercase letters (RFC 3339), epoch milliseconds
+    "20241121T003000Z", "20241121T0030", "20241121T00", "20241121T003000,25+0530", "20241121 003000.5-0800",
+    "2024-11-21T00:30:00,5Z", "2024-11-21T00:30:00z", "2024-11-21t00:30:00Z", "2024-11-21t00:30", " 2024-11-21T00:30:00Z ",
+    "1732149000000", "-1", "20241121",
 ]
 
 
