@@ -21,6 +21,7 @@ import hashlib
 import io
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from unittest import mock
@@ -307,10 +308,11 @@ def test_a_log_that_rolls_over_is_read_once_under_all_its_names(spark, tmp_path:
     the older files are renamed up, ``audit.1.jsonl`` to ``audit.2.jsonl`` and so on), its writer
     still appending to the file it holds open after a roll, ingested between rolls. Part 1 (lines
     1-150) is read up to the middle of line 101, rolled, read again, completed, rolled; part 2 is read
-    up to line 80, completed, rolled; part 3 is read whole; then all three roll once more, unchanged.
+    up to line 80, completed, rolled; part 3 is read whole; then all three roll once more, unchanged,
+    and the oldest is touched.
     Each line is read once, under the name it had when first read: a renamed file is read after the
     part read under its old name (the line cut short then, read again, counts as quarantined
-    before), and a file that is such a part whole is not read at all. After the last run,
+    before), and a file that is such a part whole (or its own part, touched) is not read at all. After the last run,
     ``silver.events`` and ``silver.quarantine`` equal one ingest of the files as they are at the end,
     but for the name each line was read under."""
     settings = load_settings()
@@ -341,6 +343,9 @@ def test_a_log_that_rolls_over_is_read_once_under_all_its_names(spark, tmp_path:
     roll(3)
     (logs / "audit.jsonl").write_bytes(b"")
     ingest()
+    touched = logs / "audit.3.jsonl"
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))  # same bytes, a new time
+    ingest()
     once = Warehouse(str(tmp_path / "wh-once"), spark, "delta-rs")
     whole = run_ingest(spark, once, settings, str(logs), "once")
 
@@ -358,16 +363,17 @@ def test_a_log_that_rolls_over_is_read_once_under_all_its_names(spark, tmp_path:
         ("roll-3", "audit.2.jsonl"): ("read", len(text(two)), 0, "audit.1.jsonl"),
         ("roll-3", "audit.1.jsonl"): ("read", len(text(three)), 0, "audit.jsonl"),
         ("roll-3", "audit.jsonl"): ("empty", None, 0, None),
+        ("roll-4", "audit.3.jsonl"): ("read", len(text(one)), 0, "audit.3.jsonl"),  # its own part, whole: not read
     }
     sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731
     assert {(key[1], r.complete_bytes, r.complete_sha256, r.complete_head_sha256) for key, r in files.items() if key[0] == "roll-3" and r.lines == 0
             and r.status == "read"} == {(f"audit.{i}.jsonl", len(text(part)), sha(text(part)), sha(text(part)[:HEAD_BYTES]))
                                         for i, part in ((3, one), (2, two), (1, three))}
-    assert [(r.files_read, r.files_resumed, r.files_renamed) for r in results] == [(1, 0, 0), (2, 1, 1), (3, 2, 2), (4, 3, 3)]
+    assert [(r.files_read, r.files_resumed, r.files_renamed) for r in results] == [(1, 0, 0), (2, 1, 1), (3, 2, 2), (4, 3, 3), (1, 1, 0)]
     for r in results:
         assert r.lines_read == r.accepted + r.duplicates + r.quarantined, r
-    assert [r.lines_read for r in results] == [101, 81, 120 + len(three), 0]
-    assert [r.quarantined_before for r in results] == [0, 1, 0, 0]
+    assert [r.lines_read for r in results] == [101, 81, 120 + len(three), 0, 0]
+    assert [r.quarantined_before for r in results] == [0, 1, 0, 0, 0]
     assert sum(r.accepted for r in results) == whole.accepted
     assert "files 4 read (3 of them after the part read before, 3 of those under a new name), 0 already ingested" in results[3].summary()
 
