@@ -80,7 +80,8 @@ INGEST_FILES = TableSpec(
     "read of resumed_file, this file grown or the file it was renamed from, and was read after it). complete_bytes, "
     "complete_lines and complete_sha256 are the file's part up to its last newline as this run read it, after which "
     "a later read of this file, or of a file it is renamed to, resumes while that file still starts with those bytes "
-    "(null for gzip and UTF-16/32 files, always read whole); complete_head_sha256 is the SHA-256 of the part's first "
-    "65,536 bytes (null for a shorter part), which picks the parts a new file may continue. Files already ingested are counted in "
+    "(null for UTF-16/32 files, always read whole; a gzip file's part is the whole file, never read on after, but "
+    "a file that is it byte for byte, renamed, is not read again); complete_head_sha256 is the SHA-256 of the part's "
+    "first 65,536 bytes (all of it when shorter), which picks the parts a new file may continue. Files already ingested are counted in "
     "silver.ingest_runs.files_skipped (older warehouses also hold rows 'skipped' for them).",
 )

@@ -76,10 +76,13 @@ numbered on from there: exactly the lines a whole read would yield after that po
 the reader at the start of a line, with nothing pending). When the file no longer starts with those
 bytes (written anew, or cut), it is read whole. The part may be another file's: a log that rolls over
 is renamed, and the file under the new name starts with what was read under the old one. A part
-also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes when it holds them
-(:func:`head_sha256` reads a file's), which tells the parts a file may continue without reading it. A gzip file, a UTF-16/32 text, a file whose bytes
-after its last newline hold a zero byte and one whose last newline comes within its first
-:data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no complete part: they are read whole.
+also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes (or of all of it, when shorter;
+:func:`head_sha256` reads a file's), which tells the parts a file may continue without reading it.
+A UTF-16/32 text, a file whose bytes after its last newline hold a zero byte and one whose last
+newline comes within its first :data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no
+complete part: they are read whole. A gzip file reports the whole file as its part, whatever it
+held: it is never read on after it (a grown gzip file is read whole), but a file that is that part,
+byte for byte (a compressed log renamed as it rolls over), is known to hold the lines read.
 """
 
 from __future__ import annotations
@@ -690,9 +693,9 @@ class CompletePart:
     """The part of a plain capture file up to and including its last newline, as a read found it:
     ``size`` bytes, holding lines 1 to ``lines`` (the reader's numbering: holes are lines too), whose
     SHA-256 is ``sha256`` (hex). A later read resumes after it while the file still starts with
-    those bytes (:func:`read_capture_raw`). ``head_sha256`` is the SHA-256 of the first
-    :data:`HEAD_BYTES` bytes when the part holds them (None for a shorter part): what a file must start
-    with to be read after this part (:func:`head_sha256`)."""
+    those bytes (:func:`read_capture_raw`). ``head_sha256`` is the SHA-256 of its first
+    :data:`HEAD_BYTES` bytes (of all of them, for a shorter part): what a file's head must be for it
+    to continue this part (:func:`head_sha256`; None: not recorded)."""
 
     size: int
     lines: int
@@ -718,9 +721,12 @@ class _CompleteTracker:
     where its last newline so far ends, the SHA-256 of the bytes up to there and of the first
     :data:`HEAD_BYTES` bytes (``head``, if known already), and whether a zero byte came after the
     last newline. ``start_bytes`` are the file's first bytes when ``start`` is 0 (None: the text is
-    known to be UTF-8), to tell a UTF-16/32 text, which cannot resume."""
+    known to be UTF-8), to tell a UTF-16/32 text, which cannot resume. ``whole``: the bytes are a gzip
+    file's, whose part is the whole file (:meth:`complete`)."""
 
-    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"", head: str | None = None) -> None:
+    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"", head: str | None = None,
+                 *, whole: bool = False) -> None:
+        self._whole = whole
         self._digest = digest if digest is not None else hashlib.sha256()
         self._position = start
         self._complete_end = start
@@ -759,7 +765,12 @@ class _CompleteTracker:
         self._position += end - start
 
     def complete(self, last_line_no: int) -> CompletePart | None:
-        """The complete part of a file read to its end, whose last line was ``last_line_no``."""
+        """The complete part of a file read to its end, whose last line was ``last_line_no``; for a
+        gzip file (``whole``), the whole file: it is never read on after it, but a file that is it,
+        byte for byte, holds the lines read (a renamed copy: ``pipelines.ingest.parts_read_before``)."""
+        if self._whole:
+            whole = self._digest.hexdigest()
+            return CompletePart(self._position, last_line_no, whole, self._head if self._position >= HEAD_BYTES else whole)
         if self._zero_after or self._complete_end < _START_BYTES:
             # a hole after the last newline may be several lines: where they start is not known; and
             # bytes after a shorter part may yet make the file's start a UTF-16/32 one
@@ -767,13 +778,13 @@ class _CompleteTracker:
         if self._start_bytes is not None and _wide_encoding(self._start_bytes) is not None:
             return None  # read as its UTF-8 form: its newlines are not these bytes
         rest_is_a_line = self._position > self._complete_end  # the last line, without a newline
-        head = self._head if self._complete_end >= HEAD_BYTES else None
-        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, self._complete_digest.hexdigest(), head)
+        sha = self._complete_digest.hexdigest()
+        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, sha, self._head if self._complete_end >= HEAD_BYTES else sha)
 
 
 def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, outcome: ReadOutcome | None = None) -> Iterator[RawLine]:
-    """:func:`read_capture_stream`, undecoded. With ``outcome``, a plain file's complete part is
-    reported in it once the lines are exhausted."""
+    """:func:`read_capture_stream`, undecoded. With ``outcome``, the file's complete part is reported
+    in it once the lines are exhausted (a gzip file's: the whole file)."""
     chunks = _raw_chunks(stream)
     first = b""
     while len(first) < len(GZIP_MAGIC):  # enough bytes to recognise gzip, whatever the chunk size
@@ -791,6 +802,9 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, o
     source: Iterator[bytes] = replay_first()
     tracker = None
     if first.startswith(GZIP_MAGIC):
+        if outcome is not None:
+            tracker = _CompleteTracker(whole=True)
+            source = tracker.chunks(source)
         source = _gunzip_chunks(source)
     elif outcome is not None:
         tracker = _CompleteTracker()
@@ -803,26 +817,28 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, o
         outcome.complete = tracker.complete(last)
 
 
-def head_sha256(stream: BinaryIO) -> str | None:
-    """The SHA-256 (hex) of the first :data:`HEAD_BYTES` bytes of ``stream``, None when it has fewer:
-    a file may continue a :class:`CompletePart` only if this is the part's ``head_sha256``."""
+def head_sha256(stream: BinaryIO) -> str:
+    """The SHA-256 (hex) of the first :data:`HEAD_BYTES` bytes of ``stream`` (of all of them, when it
+    has fewer): a file may continue a :class:`CompletePart` only if this is the part's
+    ``head_sha256`` (a file shorter than :data:`HEAD_BYTES` only the part that is all of it)."""
     digest = hashlib.sha256()
     left = HEAD_BYTES
     while left:
         chunk = stream.read(left)
         if not chunk:
-            return None
+            break
         digest.update(chunk)
         left -= len(chunk)
     return digest.hexdigest()
 
 
-def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, str | None] | None:
+def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, str | None, bool] | None:
     """Read the first ``part.size`` bytes of ``stream`` and hash them: when they are ``part``'s bytes,
-    the running digest and the file's head fingerprint if they hold it (the stream is then just past
-    them); None when they differ or are fewer."""
+    the running digest, the file's head fingerprint if they hold it and whether they start as gzip
+    does (the stream is then just past them); None when they differ or are fewer."""
     digest = hashlib.sha256()
     head = None
+    start = b""
     position = 0
     while position < part.size:
         upto = HEAD_BYTES if position < HEAD_BYTES <= part.size else part.size
@@ -830,12 +846,14 @@ def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, st
         if not chunk:
             return None
         digest.update(chunk)
+        if len(start) < len(GZIP_MAGIC):
+            start += chunk[: len(GZIP_MAGIC) - len(start)]
         position += len(chunk)
         if position == HEAD_BYTES:
             head = digest.copy().hexdigest()
             if part.head_sha256 is not None and head != part.head_sha256:
                 return None
-    return (digest, head) if digest.hexdigest() == part.sha256 else None
+    return (digest, head, start == GZIP_MAGIC) if digest.hexdigest() == part.sha256 else None
 
 
 def starts_with(path: str, opener: Callable[[str], BinaryIO], part: CompletePart) -> bool:
@@ -897,10 +915,13 @@ def read_capture_raw(
                 same = _same_start(stream, part)
                 if same is None:
                     continue
+                digest, head, gzipped = same
+                if gzipped:  # a gzip file's part is the whole file as read: what follows it is read with it
+                    break
                 produced = part.lines
                 if outcome is not None:
                     outcome.read_from, outcome.resumed = part.size, part
-                for line in _resumed_lines(stream, part, *same, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
+                for line in _resumed_lines(stream, part, digest, head, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
                     produced = line.line_no
                     yield line
                 return

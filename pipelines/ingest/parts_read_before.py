@@ -8,9 +8,10 @@ the part (``capture_reader.read_capture_raw``), so the lines read before are nei
 quarantined again, under either name.
 
 Which parts a file may continue: its own path's latest part, and the latest part of every other
-path whose first :data:`HEAD_BYTES` bytes were the same as the file's now (their SHA-256,
+path whose first ``capture_reader.HEAD_BYTES`` bytes were the same as the file's now (their SHA-256,
 ``complete_head_sha256``; the driver reads those bytes of each file to read, on its own, before the
-tasks start); in both cases only a part no longer than the file. The largest parts first, at most
+tasks start; a part shorter than that only matches a file that is as long as it); in both cases only
+a part no longer than the file. The largest parts first, at most
 :data:`MAX_PARTS` of them: the reader tries them in turn, and one that shares the head but not the
 rest costs a read of its bytes. A file exactly as long as one of its parts (renamed and not grown
 since, as the older files are each time a numbered log rolls over; or touched) has no line to read
@@ -29,7 +30,7 @@ from pyspark.sql import functions as F
 
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import CaptureFile, open_capture
-from pipelines.ingest.capture_reader import HEAD_BYTES, CompletePart, head_sha256, starts_with
+from pipelines.ingest.capture_reader import CompletePart, head_sha256, starts_with
 from pipelines.ingest.transforms import PartReadBefore
 from schemas.bronze import INGEST_FILES
 from schemas.silver import INGEST_RUNS
@@ -41,8 +42,8 @@ HEAD_READERS = 8
 
 
 def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) -> dict[str, str]:
-    """The head fingerprint (``capture_reader.head_sha256``) of each of ``files`` long enough to have
-    one; a file that cannot be read now has none (its task reports why)."""
+    """The head fingerprint (``capture_reader.head_sha256``) of each of ``files`` that is not empty;
+    a file that cannot be read now has none (its task reports why)."""
 
     def head(file: CaptureFile) -> str | None:
         try:
@@ -51,7 +52,7 @@ def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) 
         except OSError:
             return None
 
-    long_enough = [f for f in files if f.size_bytes > HEAD_BYTES]
+    long_enough = [f for f in files if f.size_bytes > 0]
     if not long_enough:
         return {}
     with ThreadPoolExecutor(min(HEAD_READERS, len(long_enough))) as pool:

@@ -161,10 +161,11 @@ def test_a_capture_saved_as_utf16_by_a_windows_tool_ingests_as_its_utf8_form(tmp
         return pa.Table.from_batches(batches).drop_columns(["source_file"])
 
     # the UTF-8 file's complete part is where a later read may resume; a UTF-16 one is always read whole
-    how_read = ["complete_bytes", "complete_lines", "complete_sha256"]
+    how_read = ["complete_bytes", "complete_lines", "complete_sha256", "complete_head_sha256"]
     got, want = table(utf16), table(utf8)
-    assert want.select(how_read).to_pylist()[-1] == {
-        "complete_bytes": utf8.stat().st_size, "complete_lines": 4, "complete_sha256": hashlib.sha256(utf8.read_bytes()).hexdigest()}
+    sha = hashlib.sha256(utf8.read_bytes()).hexdigest()  # the head too: the file is shorter than HEAD_BYTES
+    assert want.select(how_read).to_pylist()[-1] == {"complete_bytes": utf8.stat().st_size, "complete_lines": 4, "complete_sha256": sha,
+                                                    "complete_head_sha256": sha}
     assert got.select(how_read).to_pylist()[-1] == dict.fromkeys(how_read)
     got, want = got.drop_columns(how_read), want.drop_columns(how_read)
     assert want.num_rows == 4 and want.column("status").to_pylist() == ["accepted", "accepted", "accepted", "quarantined"]

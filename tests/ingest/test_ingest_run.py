@@ -277,27 +277,45 @@ def test_the_same_run_id_twice_commits_nothing_new(spark, ingested, matrix) -> N
     assert {spec.name: warehouse.version(spec) for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURES_RAW)} == versions
 
 
-def test_a_copied_file_is_all_duplicates(spark, ingested, matrix, tmp_path) -> None:
+def test_a_copied_file_is_listed_with_the_file_it_copies_and_not_read(spark, ingested, matrix, tmp_path) -> None:
+    """A copy of a file read before, byte for byte, holds lines read already (as a renamed file
+    would): it is hashed, found to be that file, and listed, not read."""
     warehouse, _ = ingested
     root, _ = matrix
     shutil.copy(root / "good.jsonl", tmp_path / "copy-of-good.jsonl")
     versions = {spec.name: warehouse.version(spec) for spec in WRITTEN + BOOKKEEPING}
     result = run_ingest(spark, warehouse, settings(), str(tmp_path), "run-copy")
-    assert (result.lines_read, result.duplicates, result.accepted) == (len(good_records()), len(good_records()), 0)
+    assert (result.files_read, result.files_resumed, result.files_renamed, result.lines_read) == (1, 1, 1, 0)
+    for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURE_BODIES, CAPTURES_RAW):
+        assert_as_at(warehouse, spec, versions[spec.name])
+    size = (root / "good.jsonl").stat().st_size
+    files = warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-copy")
+    assert [(r.source_file, r.status, r.lines, r.read_from, r.complete_bytes, r.resumed_file) for r in files.collect()] == [
+        (str(tmp_path / "copy-of-good.jsonl"), "read", 0, size, size, str(root / "good.jsonl"))]
+
+
+def test_a_copy_with_a_line_more_is_read_whole_and_all_duplicates(spark, ingested, matrix, tmp_path) -> None:
+    warehouse, _ = ingested
+    root, _ = matrix
+    original = (root / "good.jsonl").read_bytes()
+    (tmp_path / "copy-of-good.jsonl").write_bytes(original + original[:-1].rsplit(b"\n", 1)[-1] + b"\n")  # its last line again
+    versions = {spec.name: warehouse.version(spec) for spec in WRITTEN + BOOKKEEPING}
+    result = run_ingest(spark, warehouse, settings(), str(tmp_path), "run-copy-2")
+    assert (result.lines_read, result.duplicates, result.accepted) == (len(good_records()) + 1, len(good_records()) + 1, 0)
     for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURE_BODIES):
         assert_as_at(warehouse, spec, versions[spec.name])
     for spec in (CAPTURES_RAW, INGEST_FILES) + BOOKKEEPING:  # unchanged but for run-copy's own rows
-        assert_as_at(warehouse, spec, versions[spec.name], warehouse.read(spec).where(F.col("run_id") != "run-copy"))
+        assert_as_at(warehouse, spec, versions[spec.name], warehouse.read(spec).where(F.col("run_id") != "run-copy-2"))
     # bronze keeps the copy's lines as read (the first with its byte order mark)
     data = (tmp_path / "copy-of-good.jsonl").read_bytes()
     lines = data[:-1].split(b"\n")
-    raw = warehouse.read(CAPTURES_RAW).where(F.col("run_id") == "run-copy")
+    raw = warehouse.read(CAPTURES_RAW).where(F.col("run_id") == "run-copy-2")
     got = raw.select(basename_col().alias("file"), "line_no", "line", "line_bytes", "raw_bytes", "read_error", "body_ref")
     want = [("copy-of-good.jsonl", i, line.decode("utf-8"), len(line), None, None, None) for i, line in enumerate(lines, start=1)]
-    assert len(want) == len(good_records()) and want[0][2].startswith("\ufeff")
+    assert len(want) == len(good_records()) + 1 and want[0][2].startswith("\ufeff")
     assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
-    files = warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-copy").select(basename_col(), "size_bytes", "status", "lines")
-    assert [tuple(r) for r in files.collect()] == [("copy-of-good.jsonl", len(data), "read", len(good_records()))]
+    files = warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-copy-2").select(basename_col(), "size_bytes", "status", "lines")
+    assert [tuple(r) for r in files.collect()] == [("copy-of-good.jsonl", len(data), "read", len(good_records()) + 1)]
 
 
 def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -> None:
