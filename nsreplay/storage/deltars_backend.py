@@ -351,7 +351,11 @@ class DeltaRsBackend(Backend):
         if table.transaction_version(request.app_id) is not None:
             return Compacted(None, (), 0, 0)
         active = self._latest_files(table, spec, location, [path for group in request.groups for path in group], "compact", "compact again")
-        data_columns = [n for n in spec.column_names if n not in spec.partition_by]
+        # the table's own columns, not the spec's: a nullable column the spec has and the table lacks
+        # (an upgrade's compaction before the write that adds it, Warehouse.ensure) stays out of the
+        # merged files, as out of every other file of that version
+        stored = {f.name for f in table.schema().fields}
+        data_columns = [n for n in spec.column_names if n not in spec.partition_by and n in stored]
         filesystem, root = _filesystem(location)
         staging = f"{STAGING_DIR}/{uuid.uuid4().hex}"
         moved: list[str] = []

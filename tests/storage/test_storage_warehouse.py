@@ -750,6 +750,30 @@ def test_restore_to_a_version_before_a_new_column_keeps_the_column(wh: Warehouse
     assert wh.version(grown) == 5
 
 
+def test_a_compaction_before_a_new_column_is_added_writes_the_columns_of_the_table(wh: Warehouse, spark) -> None:
+    """An upgrade's maintenance (``nsreplay compact``) may run before the first write that adds a
+    new nullable column (``Warehouse.check`` accepts the table without it): the merged files hold
+    the table's columns, as every other file of that version, not the spec's extra one; once the
+    column is added, the rows read it as null."""
+    wh.append(EVENTS, events(spark, ROWS[:1]), commit("r0"))
+    wh.append(EVENTS, events(spark, ROWS[1:2]), commit("r1"))
+    grown = TableSpec(EVENTS.name, T.StructType(EVENTS.schema.fields + [T.StructField("body_ref", T.StringType(), True)]),
+                      partition_by=EVENTS.partition_by)
+    wh.check(grown)  # the column is missing: accepted, nothing written
+    done = wh.compact(grown, [wh.files(grown)], sort_by="ts", commit=commit("c1", job="compact"))
+    assert done.version == 3 and len(done.added) == 1
+    table_columns = [f.name for f in DeltaTable(wh.path(EVENTS)).schema().fields]
+    assert "body_ref" not in table_columns
+    (merged,) = wh.files(grown)
+    assert set(pq.read_schema(merged.path).names) <= set(table_columns)
+    log = Path(wh.path(EVENTS), "_delta_log", f"{done.version:020d}.json").read_text().splitlines()
+    (stats,) = [json.loads(json.loads(a)["add"]["stats"]) for a in log if '"add"' in a]
+    assert "body_ref" not in stats["nullCount"]  # nor in its statistics
+    assert_same(wh.read(EVENTS), events(spark, ROWS[:2]))
+    wh.ensure(grown)  # the next write's ensure adds the column
+    assert_same(wh.read(grown), spark.createDataFrame([r + (None,) for r in ROWS[:2]], grown.schema))
+
+
 # -- the Delta log's checkpoints ---------------------------------------------------------------------
 
 
