@@ -29,6 +29,62 @@ class UsageError(ValueError):
     """A command-line argument is wrong; the message says which and why."""
 
 
+class SparkConfigError(ValueError):
+    """Spark refused a setting it was given (``spark-submit`` options, a job's ``spark_args``,
+    ``conf/<env>/spark-defaults.conf``) as the session started: a value it cannot parse or that is
+    out of range. The same settings fail the same way (the DAG does not retry it)."""
+
+
+#: What Spark's settings checks raise (java.lang.IllegalArgumentException: NumberFormatException,
+#: SparkIllegalArgumentException and SQLConf's "should be int, but was abc" are of its kind).
+_REFUSED_SETTING = "java.lang.IllegalArgumentException"
+
+
+def _refused_setting(exc: BaseException) -> str | None:
+    """When ``exc``, raised while a Spark session started, is Spark refusing a setting, the deepest
+    :data:`_REFUSED_SETTING` of its Java cause chain as ``SimpleName: message`` (the outer ones
+    only say "Error while instantiating 'SessionStateBuilder'"); ``None`` for any other failure (a
+    cluster that could not be reached, a JVM that died: those may go away)."""
+    throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)  # Py4JJavaError, or pyspark's converted error
+    if throwable is None:
+        return None
+    try:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        if gateway is None:
+            return None
+        kind = gateway.jvm.java.lang.Class.forName(_REFUSED_SETTING)
+        found, seen = None, 0
+        while throwable is not None and seen < 20:
+            if kind.isInstance(throwable):
+                found = throwable
+            throwable, seen = throwable.getCause(), seen + 1
+        if found is None:
+            return None
+        return f"{found.getClass().getSimpleName()}: {' '.join(str(found.getMessage() or '').split())}"
+    except Exception:  # noqa: BLE001 - the JVM is gone, or py4j cannot ask it: not a setting's fault that we can tell
+        return None
+
+
+def _started(builder: Any) -> Any:
+    """``builder.getOrCreate()``, with the session's SQL state made at once (Spark makes it lazily, at
+    the first query or ``spark.conf`` access, and checks the ``spark.sql.*`` settings then): a
+    setting Spark refuses, there or in the SparkContext, is a :class:`SparkConfigError` naming
+    Spark's reason, before the job touches any table."""
+    try:
+        spark = builder.getOrCreate()
+        spark.conf.get("spark.sql.session.timeZone")
+    except Exception as exc:
+        refused = _refused_setting(exc)
+        if refused is None:
+            raise
+        raise SparkConfigError(
+            f"Spark refused its settings (spark-submit options, the DAG's spark_args, conf/<env>/spark-defaults.conf): {refused}"
+        ) from exc
+    return spark
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are :class:`UsageError`: one line on stderr, exit 2 (:func:`guarded`),
     instead of argparse's usage block."""
@@ -57,7 +113,8 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
     directly (``nsreplay ingest``, tests, notebooks), it applies ``conf/<base,env>/spark-defaults.conf``,
     then ``conf`` (settings of this one session, e.g. a benchmark's event log), and, when this
     starts the JVM on a local master, nsreplay's local file system (:mod:`nsreplay.local_fs`) and
-    the driver's class archive (:mod:`nsreplay.jvm_archive`). A JVM it starts logs to stderr
+    the driver's class archive (:mod:`nsreplay.jvm_archive`). A setting Spark refuses raises
+    :class:`SparkConfigError` here, the session's SQL settings included. A JVM it starts logs to stderr
     (:mod:`nsreplay.jvm_logging`) and, in the C/POSIX locale, gets a UTF-8 one for its file names
     (:mod:`nsreplay.jvm_locale`: this process's environment keeps it).
     """
@@ -65,7 +122,7 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if os.environ.get("NSREPLAY_UNDER_SPARK_SUBMIT"):
-        spark = SparkSession.builder.appName(app_name).getOrCreate()
+        spark = _started(SparkSession.builder.appName(app_name))
         _note_interrupts()
         return spark
     from pyspark import SparkContext
@@ -83,7 +140,7 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
-    spark = builder.getOrCreate()
+    spark = _started(builder)
     spark.sparkContext.setLogLevel("ERROR")
     _note_interrupts()
     return spark

@@ -175,3 +175,28 @@ def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> 
         "killed_jvm_job.py: the Spark driver JVM was killed by SIGKILL (status 137; the kernel's out-of-memory killer sends SIGKILL "
         "to the largest process when memory runs short, and dmesg names it; spark.driver.memory is 4g)"
     )), result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("setting, refused", [
+    # a spark.sql setting: Spark checks it as the session's SQL state is made, lazily, at the first query
+    ("spark.sql.shuffle.partitions=abc", "IllegalArgumentException: spark.sql.shuffle.partitions should be int, but was abc"),
+    # a core setting: the SparkContext refuses it (Py4JJavaError on JavaSparkContext)
+    ("spark.driver.maxResultSize=abc", "NumberFormatException: Size must be specified as bytes (b), kibibytes (k), mebibytes (m), "
+                                       "gibibytes (g), tebibytes (t), or pebibytes(p). E.g. 50b, 100k, or 250m. Failed to parse byte string: abc"),
+])
+def test_a_setting_spark_refuses_is_named_as_a_spark_configuration_error(tmp_path, setting, refused) -> None:
+    """A value Spark cannot parse (a mistyped --conf, the DAG's spark_args, conf/<env>/spark-defaults.conf)
+    ended the real job with "IllegalArgumentException: Error while instantiating
+    'org.apache.spark.sql.internal.SessionStateBuilder':", which does not say what is wrong, or
+    "Py4JJavaError: An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext",
+    neither of which the DAG knows as a failure that the same settings meet again. Now the line names
+    Spark's own reason under one type, SparkConfigError, before any table is touched."""
+    result = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--conf", setting, "jobs/ingest_captures.py", "--captures", str(tmp_path),
+         "--warehouse", str(tmp_path / "wh"), "--run-id", "r1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NSREPLAY_ENV": "test"},
+    )
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert (result.returncode, last) == (1, "ingest_captures.py: SparkConfigError: Spark refused its settings (spark-submit options, "
+                                             f"the DAG's spark_args, conf/<env>/spark-defaults.conf): {refused}"), result.stderr[-3000:]
+    assert not (tmp_path / "wh").exists()
