@@ -145,6 +145,7 @@ FINAL_STATUSES = frozenset({2, 52})
 #: executor or JVM, storage, a capture path not there yet, ...) is retried.
 FINAL_REASONS = frozenset({
     "ConfigError",              # conf/<env>/nsreplay.toml
+    "SparkConfigError",         # a Spark setting Spark refuses (spark_args, conf/<env>/spark-defaults.conf)
     "IngestQualityError",       # the ingest's data-quality check: too many bad lines
     "GoldQualityError",         # the window's gold checks (quality)
     "SchemaMismatchError",      # a table written by another schema
