@@ -9,6 +9,7 @@ credential chain, region from the URI's ``?region=`` or the bucket), not from Ha
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pyarrow.fs as pafs
@@ -18,11 +19,25 @@ HADOOP_S3_SCHEMES = ("s3a", "s3n")
 URI_PATH_SAFE = "/!$&'()*+,;=:@"
 
 
+#: A URI's scheme and its "://" (RFC 3986, 3.1).
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*(?=://)")
+
+
+def canonical_uri(path: str) -> str:
+    """``path`` with its URI scheme in lower case (``S3://b/k`` is ``s3://b/k``, ``S3A://`` ``s3a://``,
+    ``FILE:///x`` ``file:///x``), the rest as it is; a path without a scheme is returned unchanged.
+    A scheme is case-insensitive (RFC 3986, 3.1), but pyarrow knows only ``s3://`` ("Unrecognized
+    filesystem type in URI: S3://...") and Hadoop looks a scheme's filesystem up as spelled ("No
+    FileSystem for scheme "S3A""); and a file must have one name, so that an ingest that lists
+    ``S3A://b/k`` and one that lists ``s3a://b/k`` do not both read it."""
+    return _SCHEME.sub(lambda m: m.group(0).lower(), path, count=1)
+
+
 def arrow_uri(uri: str) -> str:
-    """``uri`` as pyarrow.fs names it: ``s3a://b/k`` and ``s3n://b/k`` become ``s3://b/k``; any other
-    URI is returned unchanged."""
-    scheme, sep, rest = uri.partition("://")
-    return f"s3://{rest}" if sep and scheme.lower() in HADOOP_S3_SCHEMES else uri
+    """``uri`` as pyarrow.fs names it: its scheme in lower case (:func:`canonical_uri`), and ``s3a://b/k``
+    and ``s3n://b/k`` become ``s3://b/k``; any other URI is returned unchanged."""
+    scheme, sep, rest = canonical_uri(uri).partition("://")
+    return f"s3://{rest}" if sep and scheme in HADOOP_S3_SCHEMES else canonical_uri(uri)
 
 
 def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

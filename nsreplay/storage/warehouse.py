@@ -49,7 +49,7 @@ from nsreplay.storage.errors import (
     VersionNotFoundError,
 )
 from nsreplay.storage.native_backend import native_delta_available
-from nsreplay.storage.filesystem import arrow_filesystem
+from nsreplay.storage.filesystem import arrow_filesystem, canonical_uri
 from nsreplay.storage.spec import COMPACTION_MODE, METADATA_MARKER, TXN_VERSION, ColumnRange, CommitInfo, CompactionResult, DataFile, FileStatistics, TableSpec, VacuumResult, bounds_by_partition, changes_rows, schema_differences
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,7 +78,8 @@ class Warehouse:
     Raises ``TypeError`` / ``ValueError`` for invalid arguments, :class:`UnsupportedPathError` for a
     ``root`` the backend cannot keep tables at (delta-rs: a local path holding ``%`` or ``\\``; with
     ``spark``, a URI whose scheme Spark has no Hadoop filesystem for, as ``s3a://`` without the
-    hadoop-aws jars: Spark writes the data files of either backend).
+    hadoop-aws jars: Spark writes the data files of either backend). A URI's scheme is taken in
+    lower case (``S3A://b/wh`` is ``s3a://b/wh``, :attr:`root`; ``filesystem.canonical_uri``).
     """
 
     def __init__(self, root: str, spark: "SparkSession | None", backend: str = "auto") -> None:
@@ -88,7 +89,8 @@ class Warehouse:
             raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        self.root = root
+        self.root = canonical_uri(root)  # S3A://b/wh is s3a://b/wh: Spark and pyarrow know the scheme in lower case only
+        root = self.root
         self._spark = spark
         self._backend: Backend = self._make_backend(backend, spark)
         self.backend_name: str = self._backend.name

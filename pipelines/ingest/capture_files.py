@@ -127,7 +127,12 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
 
 
 def list_captures(spec: str) -> CaptureListing:
-    """:func:`list_capture_files`, with what a directory holds that is not read (:class:`CaptureListing`)."""
+    """:func:`list_capture_files`, with what a directory holds that is not read (:class:`CaptureListing`).
+    A URI's scheme is taken in lower case (``S3://b/day`` lists ``s3://b/day/...``:
+    ``nsreplay.storage.filesystem.canonical_uri``), so a file has one name however the path was spelled."""
+    from nsreplay.storage.filesystem import canonical_uri
+
+    spec = canonical_uri(spec)
     if _has_scheme(spec):
         return _list_remote(spec)
     spec = _local(spec)

@@ -209,3 +209,29 @@ def test_a_uri_without_a_bucket_is_refused_not_read_as_every_bucket(bucket) -> N
         with pytest.raises(ValueError, match="bucket") as refused:
             list_captures(spec)
         assert "\n" not in str(refused.value), refused.value
+
+
+def test_a_capture_uri_whose_scheme_is_in_capitals_names_the_same_files(spark, bucket, endpoint, monkeypatch, tmp_path) -> None:
+    """A URI's scheme is case-insensitive (RFC 3986, 3.1), but pyarrow knows only ``s3://`` and Hadoop
+    looks a scheme's filesystem up as spelled: ``S3://`` was refused ("ArrowInvalid: Unrecognized
+    filesystem type in URI: S3://..."), and ``S3A://`` listed files named ``S3A://...``, which an
+    ingest of the same bucket spelled ``s3a://`` read a second time. A capture path's scheme is
+    taken in lower case: the same files, under the same names, read once."""
+    from nsreplay.config import load_settings
+    from nsreplay.storage import Warehouse
+    from pipelines.ingest.run import run_ingest
+
+    fs, name = bucket
+    put(fs, f"{name}/day/a.jsonl", LINE)
+    for upper, lower in ((f"S3://{name}/day", f"s3://{name}/day"), (f"S3A://{name}/day", f"s3a://{name}/day"),
+                         (f"S3://{name}/day/*.jsonl", f"s3://{name}/day/*.jsonl")):
+        assert list_captures(upper) == list_captures(lower), upper
+    [listed] = list_captures(f"S3A://{name}/day").files
+    assert listed.path == f"s3a://{name}/day/a.jsonl" and texts(listed.path) == [LINE.decode().strip()]
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    options = f"?endpoint_override={endpoint.removeprefix('http://')}&scheme=http"
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    first = run_ingest(spark, warehouse, load_settings(), f"S3A://{name}/day{options}", "caps-1")
+    again = run_ingest(spark, warehouse, load_settings(), f"s3a://{name}/day{options}", "caps-2")
+    assert (first.files_read, first.accepted) == (1, 1), first.summary()
+    assert (again.files_read, again.files_skipped) == (0, 1), again.summary()

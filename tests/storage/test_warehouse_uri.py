@@ -57,7 +57,7 @@ def test_a_table_in_a_bucket_is_read_without_spark_whatever_its_partition_values
         for file in (tmp_path / "wh").rglob("*"):
             if file.is_file():
                 put_object(endpoint, f"lake/wh/{file.relative_to(tmp_path / 'wh').as_posix()}", file.read_bytes())
-        for root in ("s3a://lake/wh", "s3://lake/wh/"):
+        for root in ("s3a://lake/wh", "s3://lake/wh/", "S3://lake/wh", "S3A://lake/wh"):  # a URI's scheme is case-insensitive
             remote = Warehouse(root, None, "delta-rs")
             table = dataset(ROUTES, remote.files(ROUTES)).to_table()
             assert sorted(zip(table.column("namesrv").to_pylist(), table.column("ts").to_pylist())) == sorted(rows), root
@@ -79,10 +79,10 @@ def test_an_ingest_into_a_bucket_spark_cannot_write_fails_before_creating_any_ta
         fs.create_dir("warehouse")
         capture = tmp_path / "capture.jsonl"
         capture.write_text(LINE)
-        for root in ("s3a://warehouse/nsreplay", "s3://warehouse/nsreplay"):
+        for root in ("s3a://warehouse/nsreplay", "s3://warehouse/nsreplay", "S3A://warehouse/nsreplay"):
             with pytest.raises(UnsupportedPathError, match="Spark has no filesystem for") as refused:
                 run_ingest(spark, Warehouse(root, spark, "delta-rs"), load_settings(), str(capture), "r1")
-            assert root in str(refused.value) and "\n" not in str(refused.value), refused.value
+            assert root.lower() in str(refused.value) and "\n" not in str(refused.value), refused.value
             left = [i.path for i in fs.get_file_info(pafs.FileSelector("warehouse", recursive=True))]
             assert left == [], (root, left)
         assert "hadoop-aws" in str(refused.value)
