@@ -160,6 +160,8 @@ QUALITY_RESULTS = TableSpec(
             StructField("unexpected_count", LongType(), True),
             StructField("unexpected_percent", DoubleType(), True),
             StructField("details", _str, True),
+            # a replay run's gold check: the run id's attempt checked (pipelines.replay.attempts); null: an ingest's check
+            StructField("attempt", IntegerType(), True),
         ]
     ),
     description="Great Expectations results per run, one row per expectation.",

@@ -16,6 +16,9 @@ by one from a scheduler (``jobs/rebuild_routes.py --stage replay|quality|publish
    that fails or is killed before this step changes nothing they see, and a re-run of the same
    window publishes the same contents again.
 
+A run id whose gold check failed, run again (the cause fixed), replays its window anew as its next
+attempt, discarding the failed attempt's writes first (:mod:`pipelines.replay.attempts`).
+
 A window whose start is not the end of a published window fails with
 :class:`MissingPredecessorError` unless ``from_last_good`` is set, in which case the run starts at
 the end of the latest published window before it (or from the first record) and covers the gap. On
@@ -46,9 +49,10 @@ from pyspark.sql import types as T
 from nsreplay.config import Settings
 from nsreplay.history import latest_publish_row
 from nsreplay.runtime import format_ms, local_frame
-from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, changes_rows, dataset
+from nsreplay.storage import ColumnRange, CommitInfo, TableSpec, Warehouse, changes_rows, dataset, sql_string
 from pipelines.quality.gold_suites import validate_replay
 from pipelines.quality.suites import QualityReport
+from pipelines.replay.attempts import DISCARD_FAILED_JOB, attempt_job, attempt_of, latest_attempt, run_attempt
 from pipelines.replay.fidelity import fidelity
 from pipelines.replay.history import (
     cancel_ticks,
@@ -159,10 +163,16 @@ class ReplayResult:
     unfinished_ingests: tuple[str, ...] = ()  # ingest runs whose records the replay left out (not finished)
     stale: tuple[StaleWindow, ...] = field(default=(), compare=False)  # marked at publish: records ingested meanwhile
     warehouse: str = field(default="", compare=False)  # the warehouse root, for the commands the messages suggest
+    attempt: int = 1  # > 1: the run id's earlier attempt failed its gold check and was discarded (pipelines.replay.attempts)
 
     def notes(self) -> str:
         """What the run left out, and the windows it found stale when it published ('' if nothing)."""
         lines = []
+        if self.attempt > 1:
+            lines.append(
+                f"attempt {self.attempt} of run {self.run_id}: attempt {self.attempt - 1} failed its gold quality check; "
+                "its gold writes and run row were discarded first (its quality results stay in silver.quality_results)"
+            )
         if self.unfinished_ingests:
             lines.append(
                 f"left out the records of ingest run(s) that have not finished ({', '.join(self.unfinished_ingests)}): "
@@ -338,10 +348,10 @@ DISCARD_JOB = f"{JOB}/discard-unpublished"
 def others_stand(commits: list[dict[str, Any]], run_id: str) -> bool:
     """Whether a commit of another run still stands in a gold table: ``commits`` (a table's commits
     since its published version, newest first) hold one of another run after this run's latest
-    discard of the unpublished writes (:func:`_discard_unpublished`), or without such a discard. This
+    discard of the unpublished writes (:func:`_discard_unpublished`, any attempt's), or without such a discard. This
     run's own writes since that discard are then not all the table holds."""
     for c in commits:
-        if c["run_id"] == run_id and c["job"] == DISCARD_JOB:
+        if c["run_id"] == run_id and attempt_of(c["job"], DISCARD_JOB) is not None:
             return False
         if c["run_id"] != run_id:
             return True
@@ -349,7 +359,7 @@ def others_stand(commits: list[dict[str, Any]], run_id: str) -> bool:
 
 
 def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_id: str,
-                         since_publish: dict[str, list[dict[str, Any]]] | None = None) -> None:
+                         since_publish: dict[str, list[dict[str, Any]]] | None = None, attempt: int = 1) -> None:
     """Put back the published version of every gold table another run wrote since without publishing
     (its quality check failed, or it was killed): :func:`others_stand`. This run replaces only its own
     slice, and its publish names whole table versions, so it would otherwise publish that run's rows
@@ -357,7 +367,8 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
     same input: :func:`_check_run_id_unspent`) are kept: its repeated writes are skipped. A Delta
     restore: no data is rewritten, however long the history the tables hold. A vacuum's or a
     compaction's commits since the publish change no row and are kept. ``since_publish``:
-    :func:`_commits_since_publish`, read here when not given."""
+    :func:`_commits_since_publish`, read here when not given. ``attempt``: the run's attempt, whose
+    job name the restores take (:func:`~pipelines.replay.attempts.attempt_job`)."""
     if published is None:
         return
     if since_publish is None:
@@ -366,7 +377,49 @@ def _discard_unpublished(warehouse: Warehouse, published: Published | None, run_
         commits = since_publish.get(spec.name)
         if commits is None or not others_stand(commits, run_id):
             continue
-        warehouse.restore(spec, published.versions[spec.name], CommitInfo(run_id=run_id, job=DISCARD_JOB))
+        warehouse.restore(spec, published.versions[spec.name], CommitInfo(run_id=run_id, job=attempt_job(DISCARD_JOB, attempt)))
+
+
+def _this_attempt(warehouse: Warehouse, run_id: str) -> tuple[int, int | None]:
+    """``(attempt, failed)``: the attempt this replay of ``run_id`` writes as, and the attempt before
+    it when that one failed its gold check and must be discarded first (else None); see
+    :mod:`pipelines.replay.attempts`. A run id that never wrote its run row (the usual run: a new
+    one) is told from the run log's commit records alone, without reading its history."""
+    if not warehouse.committed(REPLAY_RUNS, CommitInfo(run_id=run_id, job=JOB)):
+        return 1, None
+    latest = latest_attempt(warehouse.history(REPLAY_RUNS, limit=100), run_id) or latest_attempt(warehouse.history(REPLAY_RUNS), run_id)
+    if latest is None:  # its commit is gone from the log (expired): a run row from before attempts, or none
+        return 1, None
+    attempt, written = latest
+    if not written:  # the discard of the attempt before is done: this attempt's writes are its own retry's
+        return attempt, None
+    results = _gold_results(warehouse, run_id, attempt)
+    return (attempt + 1, attempt) if results and not all(r["success"] for r in results) else (attempt, None)
+
+
+def _discard_failed_attempt(spark: SparkSession, warehouse: Warehouse, published: Published | None, run_id: str, failed: int,
+                            since_publish: dict[str, list[dict[str, Any]]]) -> None:
+    """Discard attempt ``failed`` of ``run_id``, which failed its gold check (:mod:`pipelines.replay.attempts`):
+    put back every gold table written since the latest publish to its published version (with
+    nothing published, to the version before the attempt's write), then delete the attempt's
+    ``gold.replay_runs`` row, last. Restores and delete take the next attempt's job names, so a
+    discard stopped halfway is finished by the next try, its done steps skipped."""
+    attempt = failed + 1
+    restore = CommitInfo(run_id=run_id, job=attempt_job(DISCARD_JOB, attempt))
+    for spec in REPLAY_TABLES:
+        commits = since_publish.get(spec.name)
+        if not commits:
+            continue
+        if published is not None:
+            target = published.versions[spec.name]
+        else:
+            own = [c["version"] for c in commits if c["run_id"] == run_id and c["job"] == attempt_job(JOB, failed)]
+            if not own:
+                continue
+            target = min(own) - 1
+        warehouse.restore(spec, target, restore)
+    commit = CommitInfo(run_id=run_id, job=attempt_job(DISCARD_FAILED_JOB, attempt), extra={"discarded_attempt": str(failed)})
+    warehouse.overwrite(REPLAY_RUNS, local_frame(spark, [], REPLAY_RUNS.schema), commit, where=f"run_id = {sql_string(run_id)}")
 
 
 def _check_no_other_writer(warehouse: Warehouse, before: Mapping[str, int | None], run_id: str) -> None:
@@ -394,7 +447,8 @@ def _check_no_other_writer(warehouse: Warehouse, before: Mapping[str, int | None
         )
 
 
-def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int, since_publish: dict[str, list[dict[str, Any]]]) -> None:
+def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int, since_publish: dict[str, list[dict[str, Any]]],
+                          attempt: int = 1) -> None:
     """Refuse (:class:`RunIdSpentError`) a run id whose run again would publish tables that disagree
     with their input or with each other. The storage skips a repeated write of a (job, run id), which
     makes a retry safe when nothing changed, but not:
@@ -409,7 +463,8 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
       and publish that run's rows, or the table without its own.
 
     A run under another run id does all three right: it replaces the window's rows, and discards the
-    unpublished writes of this one first. ``since_publish``: :func:`_commits_since_publish`."""
+    unpublished writes of this one first. ``since_publish``: :func:`_commits_since_publish`;
+    ``attempt``: the run's attempt, whose writes are its own (:mod:`pipelines.replay.attempts`)."""
     stale = stale_windows_published_by(warehouse, run_id)
     if stale:
         w = stale[0]
@@ -430,7 +485,8 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             )
         for c in commits:
             read = (c.get("extra") or {}).get(EVENTS_VERSION)
-            if c["run_id"] == run_id and c["job"] == JOB and read is not None and rows_changed_between(warehouse, int(read), events_version):
+            if c["run_id"] == run_id and c["job"] == attempt_job(JOB, attempt) and read is not None \
+                    and rows_changed_between(warehouse, int(read), events_version):
                 raise RunIdSpentError(
                     f"run {run_id!r} stopped after writing {name} from silver.events version {read}, and silver.events "
                     f"is at version {events_version} now: a retry would publish tables replayed from different input; "
@@ -495,11 +551,18 @@ def replay_window(
         raise NothingToReplayError(f"no record at or before --to {format_ms(until)}")
     published = latest_publish(warehouse)
     since_publish = _commits_since_publish(warehouse, published)
-    _check_run_id_unspent(warehouse, run_id, events_version, since_publish)
+    attempt, failed = _this_attempt(warehouse, run_id)
+    if failed is None:
+        _check_run_id_unspent(warehouse, run_id, events_version, since_publish, attempt)
     after = _resume_point(warehouse, published, window_from, origins, from_last_good)
     # the ticks replayed: from where the run really starts (the first record, or a last good state)
     check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
-    _discard_unpublished(warehouse, published, run_id, since_publish)
+    if failed is not None:
+        # a run id that never published, whose every earlier write goes: only the stale check applies
+        _check_run_id_unspent(warehouse, run_id, events_version, {}, attempt)
+        _discard_failed_attempt(spark, warehouse, published, run_id, failed, since_publish)
+        since_publish = _commits_since_publish(warehouse, published)
+    _discard_unpublished(warehouse, published, run_id, since_publish, attempt)
     covered_to = {ns: to for ns, (_, to, _) in (published.coverage.items() if published else [])}
     latest = not covered_to or until >= max(covered_to.values())
     window = Window(after, until, latest)
@@ -611,7 +674,7 @@ def replay_window(
             changes_range = owned[ROUTE_CHANGES.name]
             owned[ROUTE_CHANGES.name] = ColumnRange("ts", above=lo, at_most=changes_range.at_most if changes_range else None)
         # the input's version goes with every write: a retry checks it (_check_run_id_unspent)
-        commit = CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until, extra={EVENTS_VERSION: str(events_version)})
+        commit = CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt), window_from=after, window_to=until, extra={EVENTS_VERSION: str(events_version)})
         planned = time.time()
         replaced = {"namesrv": sorted(origins)}
         by_name = {spec.name: spec for spec in REPLAY_TABLES}
@@ -648,6 +711,7 @@ def replay_window(
             "latest": latest,
             "events_version": events_version,  # what publish_window checks later ingests against
             "unfinished_ingests": list(unfinished_ingests),
+            **({"attempt": attempt} if attempt > 1 else {}),  # the check and the publish go by it (pipelines.replay.attempts)
         }
         # (window_from, window_to] holds every record replayed: a run from the first record starts just before it
         window_from_value = after if after is not None else min(origins.values()) - 1
@@ -657,7 +721,7 @@ def replay_window(
               versions, counts, json.dumps(summary, sort_keys=True))],
             REPLAY_RUNS.schema,
         )
-        warehouse.append(REPLAY_RUNS, run_row, CommitInfo(run_id=run_id, job=JOB, window_from=after, window_to=until))
+        warehouse.append(REPLAY_RUNS, run_row, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt), window_from=after, window_to=until))
         return ReplayResult(
             run_id=run_id,
             window_from=window_from_value,
@@ -675,6 +739,7 @@ def replay_window(
             stages={"plan (metadata queries)": round(planned - started, 2), "replay units, write gold": round(time.time() - planned, 2)},
             unfinished_ingests=unfinished_ingests,
             warehouse=warehouse.root,
+            attempt=attempt,
         )
     finally:
         for frame in (ticks, generic, output, epoch_df):
@@ -701,7 +766,9 @@ def run_rows(warehouse: Warehouse, spec: TableSpec, job: str, run_id: str) -> li
 
 
 def written_run(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
-    """The ``gold.replay_runs`` row of ``run_id`` (:class:`NotWrittenError` if there is none)."""
+    """The ``gold.replay_runs`` row of ``run_id`` (:class:`NotWrittenError` if there is none): its
+    latest attempt's, the only one (a failed attempt's row is deleted by the next attempt). A later
+    attempt's row is found by a filter (the first attempt's commit names no file of it)."""
     rows = run_rows(warehouse, REPLAY_RUNS, JOB, run_id) if warehouse.exists(REPLAY_RUNS) else []
     if not rows:
         raise NotWrittenError(f"run {run_id!r} has written no replay: run its replay stage first")
@@ -709,19 +776,33 @@ def written_run(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
 
 
 def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> QualityReport:
-    """Great Expectations over the gold rows ``run_id`` wrote; results go to silver.quality_results."""
+    """Great Expectations over the gold rows ``run_id`` wrote; results go to silver.quality_results,
+    under the run's attempt (:mod:`pipelines.replay.attempts`): once per attempt, a check of an
+    attempt checked before records nothing new (its verdict stands: run the replay stage again)."""
     run = written_run(warehouse, run_id)
+    attempt = run_attempt(json.loads(run["quality"]))
     # every row the run wrote is in its window's slice, owned as by the latest window (the widest)
     within = owned_rows(Window(run["window_from"], run["window_to"], latest=True))
     tables = {spec.name: warehouse.read(spec, version=run["table_versions"][spec.name], where=within[spec.name]) for spec in REPLAY_TABLES}
     report = validate_replay(spark, run_id=run_id, tables=tables)
-    warehouse.append(QUALITY_RESULTS, local_frame(spark, report.rows, QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job=GOLD_QUALITY_JOB))
+    rows = [{**r, "attempt": attempt} for r in report.rows]
+    warehouse.append(QUALITY_RESULTS, local_frame(spark, rows, QUALITY_RESULTS.schema), CommitInfo(run_id=run_id, job=attempt_job(GOLD_QUALITY_JOB, attempt)))
     return report
+
+
+def _gold_results(warehouse: Warehouse, run_id: str, attempt: int) -> list[dict[str, Any]]:
+    """The gold quality results of attempt ``attempt`` of ``run_id`` (rows without an attempt are the
+    first's: written before attempts existed)."""
+    if not warehouse.exists(QUALITY_RESULTS):
+        return []
+    rows = run_rows(warehouse, QUALITY_RESULTS, attempt_job(GOLD_QUALITY_JOB, attempt), run_id)
+    return [r for r in rows if r["suite"].startswith("gold.") and (r.get("attempt") or 1) == attempt]
 
 
 def publish_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> dict[str, Any]:
     """Append the publish row of ``run_id`` (idempotent); :class:`PublishRefusedError` when its
-    quality check failed or is missing, or when another run wrote gold tables since.
+    quality check failed or is missing (its latest attempt's: :mod:`pipelines.replay.attempts`), or
+    when another run wrote gold tables since.
 
     Records ingested after the version of ``silver.events`` the run's replay read, at or before its
     window's end, are in no window it publishes: once published, its window (and any published one
@@ -744,11 +825,15 @@ def _mark_ingested_since(spark: SparkSession, warehouse: Warehouse, run_id: str,
 
 
 def _publish(spark: SparkSession, warehouse: Warehouse, run_id: str, run: dict[str, Any]) -> dict[str, Any]:
-    results = [r for r in run_rows(warehouse, QUALITY_RESULTS, GOLD_QUALITY_JOB, run_id) if r["suite"].startswith("gold.")] if warehouse.exists(QUALITY_RESULTS) else []
+    attempt = run_attempt(json.loads(run["quality"]))
+    results = _gold_results(warehouse, run_id, attempt)
     if not results:
         raise PublishRefusedError(f"run {run_id!r} has no gold quality results: run its quality stage first")
     if not all(r["success"] for r in results):
-        raise PublishRefusedError(f"run {run_id!r} failed its gold quality checks (see silver.quality_results); nothing published")
+        raise PublishRefusedError(
+            f"run {run_id!r} failed its gold quality checks (see silver.quality_results); nothing published; once the cause "
+            f"is fixed, run its replay stage again (then quality and publish): it replaces the failed attempt"
+        )
     commit = CommitInfo(run_id=run_id, job="publish", window_from=run["window_from"], window_to=run["window_to"])
     if warehouse.committed(PUBLISH_LOG, commit):
         return run
