@@ -752,6 +752,10 @@ class _CompleteTracker:
     def _follow(self, chunk: bytes, start: int, end: int) -> None:
         """Follow ``chunk[start:end]``, the bytes at the current position."""
         view = memoryview(chunk)
+        if self._whole:  # compressed bytes: their newlines and zeros say nothing
+            self._digest.update(view[start:end])
+            self._position += end - start
+            return
         nl = chunk.rfind(b"\n", start, end)
         if nl < 0:
             self._digest.update(view[start:end])
@@ -803,7 +807,7 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, o
     tracker = None
     if first.startswith(GZIP_MAGIC):
         if outcome is not None:
-            tracker = _CompleteTracker(whole=True)
+            tracker = _CompleteTracker(start_bytes=None, whole=True)
             source = tracker.chunks(source)
         source = _gunzip_chunks(source)
     elif outcome is not None:

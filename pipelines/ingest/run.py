@@ -402,7 +402,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             known = quarantine.where(F.col("source_file").isin(sorted(read_again)))
             if renamed:
                 names = local_frame(spark, sorted((old, new) for new, old in renamed.items()), "source_file string, renamed_to string")
-                under_new_names = quarantine.join(F.broadcast(names), "source_file").withColumn("source_file", F.col("renamed_to")).drop("renamed_to")
+                old_names = quarantine.where(F.col("source_file").isin(sorted(set(renamed.values()))))  # the filter reaches the scan
+                under_new_names = old_names.join(F.broadcast(names), "source_file").withColumn("source_file", F.col("renamed_to")).drop("renamed_to")
                 known = known.unionByName(under_new_names)
             parsed = mark_quarantined_before(as_read, known).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(parsed)
