@@ -77,7 +77,9 @@ INGEST_FILES = TableSpec(
     ),
     description="The files each ingest run read: read, empty or unreadable; lines is how many lines the run read of "
     "the file, from byte read_from (0: the whole file; more: the file starts with the complete part an earlier run "
-    "read of resumed_file, this file grown or the file it was renamed from, and was read after it). complete_bytes, "
+    "read of resumed_file, this file grown or the file it was renamed from, and was read after it; for a gzip file "
+    "that continues a plain file's part, a log compressed as it rolled over, read_from counts bytes of its inflated "
+    "text). complete_bytes, "
     "complete_lines and complete_sha256 are the file's part up to its last newline as this run read it, after which "
     "a later read of this file, or of a file it is renamed to, resumes while that file still starts with those bytes "
     "(null for UTF-16/32 files, always read whole; a gzip file's part is the whole file, never read on after, but "

@@ -77,12 +77,16 @@ the reader at the start of a line, with nothing pending). When the file no longe
 bytes (written anew, or cut), it is read whole. The part may be another file's: a log that rolls over
 is renamed, and the file under the new name starts with what was read under the old one. A part
 also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes (or of all of it, when shorter;
-:func:`head_sha256` reads a file's), which tells the parts a file may continue without reading it.
+:func:`head_sha256s` reads a file's), which tells the parts a file may continue without reading it.
 A UTF-16/32 text, a file whose bytes after its last newline hold a zero byte and one whose last
 newline comes within its first :data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no
 complete part: they are read whole. A gzip file reports the whole file as its part, whatever it
 held: it is never read on after it (a grown gzip file is read whole), but a file that is that part,
-byte for byte (a compressed log renamed as it rolls over), is known to hold the lines read.
+byte for byte (a compressed log renamed as it rolls over), is known to hold the lines read. A gzip
+file whose inflated text starts with a plain file's part (a log compressed as it rolls over:
+logrotate's ``compress``) is read on after that part, in its inflated text
+(:func:`head_sha256s`, ``resume_inflated``), or is known to hold just its lines when it inflates
+to that part exactly (:func:`inflates_to`).
 """
 
 from __future__ import annotations
@@ -610,7 +614,7 @@ def split_lines(chunks: Iterator[bytes], *, max_line_bytes: int, keep_bytes: int
     buf = bytearray()
     overflow = 0  # bytes of the current line beyond what buf holds (line_too_long)
     held = max_line_bytes + 1  # the longest line kept whole, with its trailing \r
-    member_first = 1  # the first line holding a byte of the gzip member being read
+    member_first = first_line_no  # the first line holding a byte of the gzip member being read (none before a resumed read's first is suspect)
     damaged: int | None = None  # the first damaged line, while the line the damage ends in is in progress
     flagged = 0  # the last line flagged with a damaged range
     plain = False  # reading bytes that no gzip member holds (after PLAIN_TEXT)
@@ -695,7 +699,7 @@ class CompletePart:
     SHA-256 is ``sha256`` (hex). A later read resumes after it while the file still starts with
     those bytes (:func:`read_capture_raw`). ``head_sha256`` is the SHA-256 of its first
     :data:`HEAD_BYTES` bytes (of all of them, for a shorter part): what a file's head must be for it
-    to continue this part (:func:`head_sha256`; None: not recorded)."""
+    to continue this part (:func:`head_sha256s`; None: not recorded)."""
 
     size: int
     lines: int
@@ -821,19 +825,106 @@ def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, o
         outcome.complete = tracker.complete(last)
 
 
-def head_sha256(stream: BinaryIO) -> str:
-    """The SHA-256 (hex) of the first :data:`HEAD_BYTES` bytes of ``stream`` (of all of them, when it
-    has fewer): a file may continue a :class:`CompletePart` only if this is the part's
-    ``head_sha256`` (a file shorter than :data:`HEAD_BYTES` only the part that is all of it)."""
+def _chunks_of(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    while chunk := stream.read(size):
+        yield chunk
+
+
+def head_sha256s(stream: BinaryIO) -> tuple[str, str | None]:
+    """The head fingerprints of a file: the SHA-256 of its first :data:`HEAD_BYTES` bytes (of all of
+    them, when it has fewer), and, for a gzip file, of its inflated text's (a compressed file may
+    continue a plain file's :class:`CompletePart` only if this is the part's ``head_sha256``; None for
+    a plain file, or a gzip file whose first bytes do not inflate cleanly: damage, a gap or a cut, and
+    it is read whole). Reads as few bytes as that takes."""
+    first = b""
+    while len(first) < HEAD_BYTES and (more := stream.read(HEAD_BYTES - len(first))):
+        first += more
+    raw = hashlib.sha256(first).hexdigest()
+    if not first.startswith(GZIP_MAGIC):
+        return raw, None
     digest = hashlib.sha256()
     left = HEAD_BYTES
-    while left:
-        chunk = stream.read(left)
-        if not chunk:
-            break
-        digest.update(chunk)
-        left -= len(chunk)
-    return digest.hexdigest()
+    try:
+        for chunk in _gunzip_chunks(itertools.chain([first], _chunks_of(stream, HEAD_BYTES))):
+            if chunk is MEMBER_START:
+                continue
+            if not chunk:  # a member that failed its check, or a gap
+                return raw, None
+            digest.update(chunk[:left])
+            left -= min(left, len(chunk))
+            if not left:
+                break
+    except _Truncated:
+        return raw, None
+    return raw, digest.hexdigest()
+
+
+def _after_inflated_part(text: Iterator[bytes], part: CompletePart) -> Iterator[bytes] | None:
+    """``text`` (a gzip file's inflated chunks, and the marks of :func:`_gunzip_chunks`) after the
+    bytes of ``part`` (a plain file's) when it starts with them; None when it does not (the bytes
+    differ, or are fewer, or a member fails its check or a gap comes among them). Inflates no more
+    than the part's bytes (its first :data:`HEAD_BYTES` only, when they differ)."""
+    digest = hashlib.sha256()
+    seen = 0
+    try:
+        for chunk in text:
+            if chunk is MEMBER_START:
+                continue
+            if not chunk:
+                return None
+            view = memoryview(chunk)
+            take = min(len(chunk), part.size - seen)
+            cut = HEAD_BYTES - seen
+            if part.head_sha256 is not None and part.size >= HEAD_BYTES and 0 < cut <= take:
+                digest.update(view[:cut])
+                if digest.copy().hexdigest() != part.head_sha256:
+                    return None
+                digest.update(view[cut:take])
+            else:
+                digest.update(view[:take])
+            seen += take
+            if seen == part.size:
+                if digest.hexdigest() != part.sha256:
+                    return None
+                rest = bytes(view[take:])
+                return itertools.chain([rest], text) if rest else text
+    except _Truncated:
+        return None
+    return None
+
+
+def _inflating(stream: BinaryIO) -> tuple[_CompleteTracker, Iterator[bytes]]:
+    """A gzip file's inflated text (with the marks of :func:`_gunzip_chunks`), and what follows its
+    compressed bytes, whose complete part, once the text is exhausted, is the whole file."""
+    tracker = _CompleteTracker(start_bytes=None, whole=True)
+    return tracker, _gunzip_chunks(tracker.chunks(_raw_chunks(stream)))
+
+
+def inflates_to(path: str, opener: Callable[[str], BinaryIO], parts: Sequence[CompletePart]) -> tuple[int, CompletePart] | None:
+    """Whether the gzip file at ``path`` inflates to one of ``parts`` (plain files' parts) exactly,
+    and to which: its index, and the file's own part (the whole compressed file, as a read of it
+    reports). None when it does not, or is not gzip, or cannot be read (its read reports why).
+    Inflates no more than the largest part and a byte."""
+    longest = max((p.size for p in parts), default=-1)
+    try:
+        with opener(path) as stream:
+            tracker, text = _inflating(stream)
+            digest = hashlib.sha256()
+            size = 0
+            for chunk in text:  # plain bytes fail as a member
+                if chunk is MEMBER_START:
+                    continue
+                if not chunk:
+                    return None
+                size += len(chunk)
+                if size > longest:
+                    return None
+                digest.update(chunk)
+    except (OSError, _Truncated):
+        return None
+    sha = digest.hexdigest()
+    at = next((i for i, p in enumerate(parts) if p.size == size and p.sha256 == sha), None)
+    return None if at is None else (at, tracker.complete(parts[at].lines))
 
 
 def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, str | None, bool] | None:
@@ -870,6 +961,27 @@ def starts_with(path: str, opener: Callable[[str], BinaryIO], part: CompletePart
         return False
 
 
+def _resumed_inflated(stream: BinaryIO, part: CompletePart, *, max_line_bytes: int, keep_bytes: int,
+                      outcome: ReadOutcome | None) -> Iterator[RawLine] | None:
+    """The lines of a gzip file after ``part`` (a plain file's), which its inflated text starts
+    with; None when it does not (the stream is then spent). The file's complete part is the whole
+    compressed file, as for a whole read."""
+    tracker, text = _inflating(stream)
+    rest = _after_inflated_part(text, part)
+    if rest is None:
+        return None
+
+    def lines() -> Iterator[RawLine]:
+        last = part.lines
+        for line in split_lines(_holes(rest), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, first_line_no=part.lines + 1):
+            last = line.line_no
+            yield line
+        if outcome is not None:
+            outcome.complete = tracker.complete(last)
+
+    return lines()
+
+
 def _resumed_lines(stream: BinaryIO, part: CompletePart, digest: hashlib._Hash, head: str | None, *, max_line_bytes: int, keep_bytes: int,
                    outcome: ReadOutcome | None) -> Iterator[RawLine]:
     """The lines after ``part``, the stream being just past it: plain text (neither gzip nor a wide
@@ -902,6 +1014,7 @@ def read_capture_raw(
     max_line_bytes: int,
     keep_bytes: int,
     resume: Sequence[CompletePart] = (),
+    resume_inflated: Sequence[CompletePart] = (),
     outcome: ReadOutcome | None = None,
 ) -> Iterator[RawLine]:
     """:func:`read_capture_file`, undecoded; the ``unreadable_file`` line's data is the error text.
@@ -909,11 +1022,16 @@ def read_capture_raw(
     ``resume`` are complete parts that earlier reads reported, of this file or of others it may
     continue (a file renamed): only the lines after the largest part the file still starts with are
     read, numbered on from it; without one the file is read whole. (Each part tried costs a read of
-    its bytes: give only the parts whose ``head_sha256`` is the file's, see :func:`head_sha256`.)
-    ``outcome``, if given, says which it was and reports the file's complete part now
-    (:class:`ReadOutcome`)."""
+    its bytes: give only the parts whose ``head_sha256`` is the file's, see :func:`head_sha256s`.)
+    ``resume_inflated`` are plain files' parts that a gzip file's inflated text may start with (a log
+    compressed as it rolls over; see :func:`head_sha256s`), tried likewise when no part of
+    ``resume`` is the file's start: the lines after the largest such part are read, numbered on from
+    it, ``read_from`` then counting bytes of the inflated text (the complete part is the whole
+    compressed file all the same). ``outcome``, if given, says which it was and reports the file's
+    complete part now (:class:`ReadOutcome`)."""
     produced = 0
     try:
+        gzipped = False
         for part in sorted(resume, key=lambda p: p.size, reverse=True):
             with opener(path) as stream:
                 same = _same_start(stream, part)
@@ -926,6 +1044,19 @@ def read_capture_raw(
                 if outcome is not None:
                     outcome.read_from, outcome.resumed = part.size, part
                 for line in _resumed_lines(stream, part, digest, head, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
+                    produced = line.line_no
+                    yield line
+                return
+        # a file that starts with a gzip part (a grown gzip file) is read whole: not in its text either
+        for part in sorted(resume_inflated, key=lambda p: p.size, reverse=True) if not gzipped else ():
+            with opener(path) as stream:
+                lines = _resumed_inflated(stream, part, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome)
+                if lines is None:
+                    continue
+                produced = part.lines
+                if outcome is not None:
+                    outcome.read_from, outcome.resumed = part.size, part
+                for line in lines:
                     produced = line.line_no
                     yield line
                 return

@@ -18,11 +18,22 @@ since, as the older files are each time a numbered log rolls over; or touched) h
 if it is that part: a task per such file hashes it first (:func:`same_bytes`), and it is then not
 read, only listed with the part it repeats. (A read that resumes yields at least one line, which
 carries how the file was read.)
+
+A log may also be compressed as it rolls over (logrotate's ``compress``: ``ns.jsonl`` read at noon
+becomes ``ns.jsonl.1.gz`` at one; with ``delaycompress``, ``ns.jsonl.1`` becomes ``ns.jsonl.2.gz``
+a turn later). A gzip file's head is then also taken from its inflated text: the plain parts
+recorded with it are ``inflated`` parts of the file, whatever their size (the file's size says
+nothing of its text's), at most :data:`MAX_PARTS` more. A task per such file inflates it first, as
+far as its largest such part and a byte (:func:`same_bytes`): when its text is one of them exactly,
+it is not read, only listed with the part it repeats and its own part (the whole compressed file,
+which its renamed copies then repeat byte for byte); else its read resumes after the largest part
+its text starts with, if any.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterable, Mapping
 
 from pyspark.sql import SparkSession
@@ -30,7 +41,7 @@ from pyspark.sql import functions as F
 
 from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import CaptureFile, open_capture
-from pipelines.ingest.capture_reader import CompletePart, head_sha256, starts_with
+from pipelines.ingest.capture_reader import CompletePart, head_sha256s, inflates_to, starts_with
 from pipelines.ingest.transforms import PartReadBefore
 from schemas.bronze import INGEST_FILES
 from schemas.silver import INGEST_RUNS
@@ -41,14 +52,23 @@ MAX_PARTS = 4
 HEAD_READERS = 8
 
 
-def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) -> dict[str, str]:
-    """The head fingerprint (``capture_reader.head_sha256``) of each of ``files`` that is not empty;
-    a file that cannot be read now has none (its task reports why)."""
+@dataclass(frozen=True)
+class FileHeads:
+    """A file's head fingerprints (``capture_reader.head_sha256s``): of its bytes, and, for a gzip
+    file, of its inflated text (None otherwise)."""
 
-    def head(file: CaptureFile) -> str | None:
+    raw: str
+    text: str | None = None
+
+
+def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) -> dict[str, FileHeads]:
+    """The head fingerprints of each of ``files`` that is not empty; a file that cannot be read now
+    has none (its task reports why)."""
+
+    def head(file: CaptureFile) -> FileHeads | None:
         try:
             with opener(file.path) as stream:
-                return head_sha256(stream)
+                return FileHeads(*head_sha256s(stream))
         except OSError:
             return None
 
@@ -60,37 +80,64 @@ def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) 
     return {f.path: h for f, h in zip(long_enough, heads) if h is not None}
 
 
+def _first_of_each(parts: list[PartReadBefore]) -> list[PartReadBefore]:
+    """``parts`` with each part once, where it comes first."""
+    return list({p.part: p for p in reversed(parts)}.values())[::-1]
+
+
 def parts_to_try(file: CaptureFile, head: str | None, own: CompletePart | None,
-                 by_head: Mapping[str, Iterable[PartReadBefore]]) -> tuple[PartReadBefore, ...]:
+                 by_head: Mapping[str, Iterable[PartReadBefore]], text_head: str | None = None) -> tuple[PartReadBefore, ...]:
     """The parts ``file`` may continue (see the module contract), largest first: ``own``, its path's
     latest part, and the parts of other paths recorded with its ``head`` (``by_head``: latest read
     first). The same part recorded for several paths (a file renamed twice) is given once, as the
-    file's own or else as the file's that read it last: the file it was renamed from."""
+    file's own or else as the file's that read it last: the file it was renamed from. Then, for a gzip
+    file, the parts recorded with its inflated text's head (``text_head``), ``inflated``, likewise."""
     parts = [PartReadBefore(file.path, own)] if own is not None else []
     parts += [p for p in by_head.get(head, ()) if p.source_file != file.path] if head is not None else []
-    unique = list({p.part: p for p in reversed(parts)}.values())[::-1]  # the first of each part
-    fit = sorted((p for p in unique if p.part.size <= file.size_bytes), key=lambda p: -p.part.size)  # stable: ties keep that order
-    return tuple(fit[:MAX_PARTS])
+    fit = sorted((p for p in _first_of_each(parts) if p.part.size <= file.size_bytes), key=lambda p: -p.part.size)  # stable: ties keep that order
+    of_text = [PartReadBefore(p.source_file, p.part, inflated=True) for p in by_head.get(text_head, ())] if text_head is not None else []
+    inflated = sorted(_first_of_each(of_text), key=lambda p: -p.part.size)
+    return tuple(fit[:MAX_PARTS]) + tuple(inflated[:MAX_PARTS])
 
 
-def same_bytes(spark: SparkSession, files: Mapping[str, Iterable[PartReadBefore]]) -> dict[str, PartReadBefore]:
-    """Of ``files`` (a path, and parts read before as long as it is), those that start with one of
-    their parts: each file's bytes are hashed in a task (one per file; no line is split or parsed).
+@dataclass(frozen=True)
+class Repeated:
+    """A file that is a part read before whole (``before``; an ``inflated`` one: the file's text is
+    it), and the file's own complete part (``complete``: ``before``'s, or a gzip file's whole)."""
+
+    before: PartReadBefore
+    complete: CompletePart
+
+
+def same_bytes(spark: SparkSession, files: Mapping[str, Iterable[PartReadBefore]]) -> dict[str, Repeated]:
+    """Of ``files`` (a path, and parts read before as long as it is, or ``inflated`` ones), those
+    that are one of their parts whole: each file is hashed in a task (one per file; no line is
+    split or parsed), a gzip file with ``inflated`` parts inflated as far as the largest and a byte.
     A file that is a part read before, whole, has no line to read (see the module contract)."""
     if not files:
         return {}
-    rows = [(path, [(p.source_file, p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256) for p in parts]) for path, parts in files.items()]
+    rows = [(path, [(p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256, p.inflated) for p in parts]) for path, parts in files.items()]
 
-    def first_same(row: tuple[str, list[tuple]]) -> tuple[str, int | None]:
+    def first_same(row: tuple[str, list[tuple]]) -> tuple[str, int | None, tuple | None]:
         path, parts = row
-        for i, (_, size, lines, sha, head) in enumerate(parts):
-            if starts_with(path, open_capture, CompletePart(size, lines, sha, head)):
-                return path, i
-        return path, None
+        for i, (size, lines, sha, head, inflated) in enumerate(parts):
+            if not inflated and starts_with(path, open_capture, CompletePart(size, lines, sha, head)):
+                return path, i, None
+        of_text = [(i, CompletePart(size, lines, sha, head)) for i, (size, lines, sha, head, inflated) in enumerate(parts) if inflated]
+        found = inflates_to(path, open_capture, [part for _, part in of_text]) if of_text else None
+        if found is None:
+            return path, None, None
+        at, own = found
+        return path, of_text[at][0], (own.size, own.lines, own.sha256, own.head_sha256)
 
-    found = spark.sparkContext.parallelize(rows, len(rows)).map(first_same).collect()  # one small pair per file
+    found = spark.sparkContext.parallelize(rows, len(rows)).map(first_same).collect()  # one small tuple per file
     parts_of = {path: list(parts) for path, parts in files.items()}
-    return {path: parts_of[path][i] for path, i in found if i is not None}
+    repeated = {}
+    for path, i, own in found:
+        if i is not None:
+            before = parts_of[path][i]
+            repeated[path] = Repeated(before, CompletePart(*own) if own is not None else before.part)
+    return repeated
 
 
 def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_before: set[str],
@@ -104,7 +151,8 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
     own_paths = sorted({f.path for f in files} & read_before)
     if not own_paths and not heads:
         return {}
-    wanted = F.col("source_file").isin(own_paths) | F.col("complete_head_sha256").isin(sorted(set(heads.values())))
+    fingerprints = {h.raw for h in heads.values()} | {h.text for h in heads.values() if h.text is not None}
+    wanted = F.col("source_file").isin(own_paths) | F.col("complete_head_sha256").isin(sorted(fingerprints))
     recorded = warehouse.read(INGEST_FILES).where(F.col("complete_bytes").isNotNull() & wanted)
     started = warehouse.read(INGEST_RUNS).select("run_id", "started_ms")
     when = F.struct("started_ms", "run_id")
@@ -122,5 +170,10 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
         if r.complete_head_sha256 is not None:
             by_head.setdefault(r.complete_head_sha256, []).append((tuple(r.at), PartReadBefore(r.source_file, part)))
     latest_first = {head: [p for _, p in sorted(parts, key=lambda x: x[0], reverse=True)] for head, parts in by_head.items()}
-    chosen = {f.path: parts_to_try(f, heads.get(f.path), own[f.path][1] if f.path in own else None, latest_first) for f in files}
+
+    def parts_of(file: CaptureFile) -> tuple[PartReadBefore, ...]:
+        head = heads.get(file.path)
+        return parts_to_try(file, head and head.raw, own[file.path][1] if file.path in own else None, latest_first, head and head.text)
+
+    chosen = {f.path: parts_of(f) for f in files}
     return {path: parts for path, parts in chosen.items() if parts}

@@ -58,13 +58,12 @@ from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures, open_capture
 from pipelines.ingest.capture_reader import CompletePart, ReadOutcome
-from pipelines.ingest.parts_read_before import parts_read_before, same_bytes
+from pipelines.ingest.parts_read_before import Repeated, parts_read_before, same_bytes
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
 from pipelines.ingest.transforms import (
     QUARANTINED_BEFORE,
     FileToRead,
-    PartReadBefore,
     ParseOptions,
     ReadOptions,
     accepted_events,
@@ -357,13 +356,14 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     options = parse_options(settings)
     rules = options.rules
     read_before = {path for path, _, _ in done}
-    repeated: dict[str, PartReadBefore] = {}  # files that are a part read before, whole: nothing to read
+    repeated: dict[str, Repeated] = {}  # files that are a part read before, whole: nothing to read
     reading: list[FileToRead] = []
     if to_read:
         resume = parts_read_before(warehouse, to_read, read_before, open_capture)
-        as_long = {f.path: [p for p in resume.get(f.path, ()) if p.part.size == f.size_bytes] for f in to_read}
+        as_long = {f.path: [p for p in resume.get(f.path, ()) if p.inflated or p.part.size == f.size_bytes] for f in to_read}
         repeated = same_bytes(spark, {path: parts for path, parts in as_long.items() if parts})
-        reading = [FileToRead(f.path, tuple(p for p in resume.get(f.path, ()) if p.part.size < f.size_bytes)) for f in to_read if f.path not in repeated]
+        reading = [FileToRead(f.path, tuple(p for p in resume.get(f.path, ()) if p.inflated or p.part.size < f.size_bytes))
+                   for f in to_read if f.path not in repeated]
     if repeated:
         clock.lap("files read before, whole")
     if reading:
@@ -412,8 +412,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             clock.lap("lines quarantined before")
         by_status, by_reason, per_file, unreadable = counts.by_status, counts.by_reason, counts.per_file, counts.unreadable
         # how each file was read: a file that repeats a part read before as if read after it, to its end
-        reads = {**counts.reads, **{path: ReadOutcome(p.part.size, p.part, p.part) for path, p in repeated.items()}}
-        resumed_files = {**counts.resumed_files, **{path: p.source_file for path, p in repeated.items()}}
+        reads = {**counts.reads, **{path: ReadOutcome(r.before.part.size, r.complete, r.before.part) for path, r in repeated.items()}}
+        resumed_files = {**counts.resumed_files, **{path: r.before.source_file for path, r in repeated.items()}}
         events_all = accepted_events(parsed)
         existing_ids = _existing_record_ids(warehouse, events_all)
         if duplicate_ids(events_all, existing_ids).isEmpty():

@@ -34,10 +34,13 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class PartReadBefore:
-    """The complete part of ``source_file`` that an earlier run read."""
+    """The complete part of ``source_file`` that an earlier run read; ``inflated``: a plain file's
+    part, which the file it is given for, a gzip file, may continue in its inflated text (a log
+    compressed as it rolls over)."""
 
     source_file: str
     part: CompletePart
+    inflated: bool = False
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,8 @@ def file_reader(read: ReadOptions, parse: ParseOptions) -> Callable[[FileToRead]
     def batches_of(file: FileToRead) -> Iterator[pa.RecordBatch]:
         outcome = ReadOutcome()
         lines = read_capture_raw(file.path, open_capture, max_line_bytes=read.max_line_bytes, keep_bytes=read.keep_bytes,
-                                 resume=[p.part for p in file.resume], outcome=outcome)
+                                 resume=[p.part for p in file.resume if not p.inflated],
+                                 resume_inflated=[p.part for p in file.resume if p.inflated], outcome=outcome)
         rows = with_read_outcome(read_line_rows(parser, file.path, lines, parse, stored), outcome, {p.part: p.source_file for p in file.resume})
         with gc_paused():
             yield from _batches(rows, arrow_schema, lambda r: 256 + len(r["line"]) + len(r.get("body_text") or "") + len(r.get("raw_text") or ""))
@@ -281,7 +285,7 @@ def with_read_outcome(rows: Iterator[dict[str, Any]], outcome: ReadOutcome, file
 
 
 #: The task input of :func:`read_capture_records`: a file, and the complete parts it may resume after.
-FILES_TO_READ = "source_file string, resume array<struct<source_file: string, bytes: long, lines: long, sha256: string, head_sha256: string>>"
+FILES_TO_READ = "source_file string, resume array<struct<source_file: string, bytes: long, lines: long, sha256: string, head_sha256: string, inflated: boolean>>"
 
 
 def read_capture_records(spark: SparkSession, files: list[FileToRead], read: ReadOptions, parse: ParseOptions) -> DataFrame:
@@ -293,10 +297,11 @@ def read_capture_records(spark: SparkSession, files: list[FileToRead], read: Rea
         batches_of = file_reader(read, parse)
         for batch in batches:
             for row in batch.to_pylist():
-                resume = tuple(PartReadBefore(r["source_file"], CompletePart(r["bytes"], r["lines"], r["sha256"], r["head_sha256"])) for r in row["resume"])
+                resume = tuple(PartReadBefore(r["source_file"], CompletePart(r["bytes"], r["lines"], r["sha256"], r["head_sha256"]), r["inflated"])
+                               for r in row["resume"])
                 yield from batches_of(FileToRead(row["source_file"], resume))
 
-    rows = [(f.path, [(p.source_file, p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256) for p in f.resume]) for f in files]
+    rows = [(f.path, [(p.source_file, p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256, p.inflated) for p in f.resume]) for f in files]
     tasks = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     return spark.createDataFrame(tasks, FILES_TO_READ).mapInArrow(read_files, READ_LINE)
 

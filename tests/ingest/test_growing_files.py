@@ -141,6 +141,56 @@ def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yi
         assert read_file(before[: part.size - 1], resume=[part], step=step) == read_file(before[: part.size - 1], step=step)  # cut
 
 
+def read_inflated(data: bytes, resume: Sequence[CompletePart], step: int) -> tuple[list[RawLine], ReadOutcome]:
+    """:func:`read_file`, given ``resume`` as plain files' parts the (gzip) file may continue in its text."""
+    outcome = ReadOutcome()
+    lines = list(read_capture_raw("f.jsonl.gz", lambda _: _Trickle(data, step), max_line_bytes=12, keep_bytes=5, resume_inflated=resume,
+                                  outcome=outcome))
+    return lines, outcome
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9), head=st.sampled_from([SMALL_HEAD, HEAD_BYTES]),
+       members=st.integers(0, 40), flip=st.integers(0, 200))
+def test_a_gzip_file_whose_text_starts_with_a_plain_part_is_read_on_after_it_in_its_text(before: bytes, added: bytes, step: int, head: int,
+                                                                                         members: int, flip: int) -> None:
+    """A plain file read when it held ``before``, then compressed (as one gzip member, or two split
+    at ``members``) once ``added`` came after (a log compressed as it rolls over): resumed after the
+    first read's complete part in its inflated text, the read yields the whole read's lines after
+    that part, ``read_from`` the part's size, and reports the whole read's complete part (the whole
+    compressed file). Its text that is the part exactly inflates to it (``inflates_to``), and one
+    with more bytes does not. A byte of the compressed file changed: the read resumes only if the
+    part's bytes still inflate cleanly, and yields the whole read's lines after it then, none of the
+    part's lines being suspect; else it is read whole."""
+    with mock.patch.object(capture_reader, "HEAD_BYTES", head):
+        part = read_file(before, step=step)[1].complete
+        if part is None or before.startswith(b"\x1f\x8b"):
+            return
+        text = before + added
+        cut = min(members, len(text))
+        gz = gzip.compress(text, mtime=0) if not members else gzip.compress(text[:cut], mtime=0) + gzip.compress(text[cut:], mtime=0)
+        whole, again = read_file(gz, step=step)
+        resumed, outcome = read_inflated(gz, [part], step)
+        assert resumed == whole[part.lines :]
+        assert (outcome.read_from, outcome.resumed, outcome.complete) == (part.size, part, again.complete)
+        exact = gzip.compress(before[: part.size], mtime=0)
+        opener = lambda data: lambda _: _Trickle(data, step)  # noqa: E731
+        assert capture_reader.inflates_to("f", opener(exact), [part]) == (0, read_file(exact, step=step)[1].complete)
+        other = dataclasses.replace(part, sha256=hashlib.sha256(b"x").hexdigest())
+        assert capture_reader.inflates_to("f", opener(gz), [other, part]) == ((1, again.complete) if text == before[: part.size] else None)
+        damaged = bytearray(gz)
+        damaged[flip % len(gz)] ^= 0x10
+        damaged_whole = read_file(bytes(damaged), step=step)
+        read_on, how = read_inflated(bytes(damaged), [part], step)
+        if how.resumed is None:
+            assert (read_on, how) == damaged_whole
+        else:
+            within = lambda line: line if line.damaged_from is None else dataclasses.replace(line, damaged_from=max(line.damaged_from, part.lines + 1))  # noqa: E731
+            assert damaged_whole[0][: part.lines] == whole[: part.lines]
+            assert read_on == [within(line) for line in damaged_whole[0][part.lines :]]
+            assert how.complete == damaged_whole[1].complete
+
+
 def test_utf16_files_and_a_hole_after_the_last_newline_report_no_complete_part_and_a_gzip_file_the_whole_file() -> None:
     text = b'{"a":1}\n{"b":2}\n'
     sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731 - also the head of a part shorter than HEAD_BYTES
@@ -417,54 +467,131 @@ def test_the_parts_a_file_may_continue_are_its_own_and_those_with_its_head_large
     assert parts_to_try(file, "g", part(300), by_head) == (PartReadBefore("/logs/audit.2.jsonl", part(300)), PartReadBefore("/logs/g.jsonl", part(200, head="g")))
     many = {"h": [PartReadBefore(f"/logs/a{i}.jsonl", part(100 + i)) for i in range(10)]}
     assert [p.source_file for p in parts_to_try(file, "h", None, many)] == [f"/logs/a{i}.jsonl" for i in (9, 8, 7, 6)][:MAX_PARTS]
+    # a gzip file: then the parts recorded with its inflated text's head, whatever their size (its
+    # text is longer than its bytes), largest first, each once
+    assert parts_to_try(file, "g", None, by_head, text_head="h") == (
+        PartReadBefore("/logs/g.jsonl", part(200, head="g")),
+        PartReadBefore("/logs/other.jsonl", part(600), inflated=True),
+        PartReadBefore("/logs/copy.jsonl", part(500, "t"), inflated=True),
+        PartReadBefore("/logs/audit.1.jsonl", part(300), inflated=True),
+        PartReadBefore("/logs/audit.2.jsonl", part(100), inflated=True),
+    )
+    assert len(parts_to_try(file, None, None, many, text_head="h")) == MAX_PARTS
 
 
-def test_compressed_files_renamed_as_a_log_rolls_over_are_not_read_again(spark, tmp_path: Path, rolled_lines: list[bytes]) -> None:
+@pytest.mark.parametrize("compress", [False, True], ids=["copytruncate", "copytruncate-compress"])
+def test_a_log_rolled_over_by_copy_and_truncate_is_read_once(spark, tmp_path: Path, rolled_lines: list[bytes], compress: bool) -> None:
+    """logrotate's ``copytruncate``: ``audit.jsonl`` (read up to line 120, 150 lines since) is copied
+    to ``audit.1.jsonl`` (or compressed to ``audit.jsonl.1.gz``) and cut to nothing, and its writer
+    goes on writing it. The copy is read on after the part read as ``audit.jsonl``; ``audit.jsonl``,
+    which no longer starts with that part, is read whole, then on as it grows. Each line is read once:
+    ``silver.events`` and ``silver.quarantine`` equal one ingest of the files as they are at the end,
+    but for the name each line was first read under."""
+    settings = load_settings()
+    logs = tmp_path / "captures"
+    logs.mkdir()
+    text = lambda lines: b"\n".join(lines) + b"\n"  # noqa: E731
+    two, three = rolled_lines[150:300], rolled_lines[300:]
+    copy = logs / ("audit.jsonl.1.gz" if compress else "audit.1.jsonl")  # logrotate's `extension .jsonl` keeps a capture name
+    (logs / "audit.jsonl").write_bytes(text(two[:120]))
+    rolled = Warehouse(str(tmp_path / "wh-rolled"), spark, "delta-rs")
+    runs = [run_ingest(spark, rolled, settings, str(logs), "ct-0")]
+    copy.write_bytes(gzip.compress(text(two), mtime=0) if compress else text(two))
+    (logs / "audit.jsonl").write_bytes(text(three[:40]))  # cut, and written on
+    runs.append(run_ingest(spark, rolled, settings, str(logs), "ct-1"))
+    (logs / "audit.jsonl").write_bytes(text(three))
+    runs.append(run_ingest(spark, rolled, settings, str(logs), "ct-2"))
+    once = Warehouse(str(tmp_path / "wh-once"), spark, "delta-rs")
+    whole = run_ingest(spark, once, settings, str(logs), "once")
+
+    how = {(r.run_id, r.source_file.rsplit("/", 1)[-1]): (r.status, r.read_from, r.lines, r.resumed_file and r.resumed_file.rsplit("/", 1)[-1])
+           for r in rolled.read(INGEST_FILES).collect()}
+    assert how == {
+        ("ct-0", "audit.jsonl"): ("read", 0, 120, None),
+        ("ct-1", copy.name): ("read", len(text(two[:120])), 30, "audit.jsonl"),
+        ("ct-1", "audit.jsonl"): ("read", 0, 40, None),
+        ("ct-2", "audit.jsonl"): ("read", len(text(three[:40])), len(three) - 40, "audit.jsonl"),
+    }
+    for r in runs:
+        assert r.lines_read == r.accepted + r.duplicates + r.quarantined, r
+        assert (r.duplicates, r.quarantined_before) == (0, 0), r
+    assert sum(r.accepted for r in runs) == whole.accepted and sum(r.quarantined for r in runs) == whole.quarantined > 0
+    name = F.regexp_extract("source_file", r"[^/]*$", 0)
+    first_name = F.when((name == copy.name) & (F.col("line_no") > 120), copy.name).otherwise("audit.jsonl")
+    first_read_as = lambda df: df.withColumn("source_file", F.regexp_replace("source_file", r"[^/]+$", first_name))  # noqa: E731
+    assert_df_equality(plain(rolled.read(EVENTS)), plain(first_read_as(once.read(EVENTS))), ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(rolled.read(QUARANTINE).drop("run_id"), first_read_as(once.read(QUARANTINE)).drop("run_id"), ignore_row_order=True)
+
+
+def test_a_log_compressed_as_it_rolls_over_is_read_once_under_all_its_names(spark, tmp_path: Path, rolled_lines: list[bytes]) -> None:
     """logrotate's ``compress``: at each roll ``audit.jsonl`` is compressed to ``audit.1.jsonl.gz``
-    and every older ``.gz`` renamed up. A renamed ``.gz`` is the file read before, byte for byte: not
-    read again. The one compressed at the roll holds lines read as ``audit.jsonl``, in new bytes: read
-    whole, its records duplicates and its bad lines quarantined again under its own name (not
-    covered: docs/operations.md, "A log that rolls over")."""
+    and every older ``.gz`` renamed up. Part 1 is read compressed; part 2 is read as ``audit.jsonl``
+    up to line 120, grows to 150 lines and is compressed at the roll; part 3 is read whole as
+    ``audit.jsonl`` and compressed at the next roll unchanged; then all three roll once more.
+    A renamed ``.gz`` is the file read before, byte for byte: not read. The one compressed at the roll
+    is read on after what was read as ``audit.jsonl``, in its inflated text (lines 121-150, its
+    own compressed bytes recorded as its part), or, when its text is just that, not read at all.
+    Each line is read once, under the name it had when first read: ``silver.events`` and
+    ``silver.quarantine`` equal one ingest of the files as they are at the end, but for those names."""
     settings = load_settings()
     logs = tmp_path / "captures"
     logs.mkdir()
     text = lambda lines: b"\n".join(lines) + b"\n"  # noqa: E731
     one, two, three = rolled_lines[:150], rolled_lines[150:300], rolled_lines[300:]
-    (logs / "audit.1.jsonl.gz").write_bytes(gzip.compress(text(one), mtime=0))
-    (logs / "audit.jsonl").write_bytes(text(two))
+    gz = lambda lines: gzip.compress(text(lines), mtime=0)  # noqa: E731
+    assert len(text(two[:120])) > HEAD_BYTES  # a shorter part is continued only by a file that is it (docs/operations.md)
+
+    def roll(compress: bytes | None, new: bytes | None) -> None:
+        for n in (3, 2, 1):
+            if (logs / f"audit.{n}.jsonl.gz").exists():
+                (logs / f"audit.{n}.jsonl.gz").rename(logs / f"audit.{n + 1}.jsonl.gz")
+        if compress is not None:
+            (logs / "audit.1.jsonl.gz").write_bytes(compress)
+        (logs / "audit.jsonl").unlink(missing_ok=True)
+        if new is not None:
+            (logs / "audit.jsonl").write_bytes(new)
+
+    (logs / "audit.1.jsonl.gz").write_bytes(gz(one))
+    (logs / "audit.jsonl").write_bytes(text(two[:120]))
     rolled = Warehouse(str(tmp_path / "wh-rolled"), spark, "delta-rs")
-    first = run_ingest(spark, rolled, settings, str(logs), "gz-0")
-    (logs / "audit.1.jsonl.gz").rename(logs / "audit.2.jsonl.gz")
-    (logs / "audit.1.jsonl.gz").write_bytes(gzip.compress(text(two), mtime=0))
-    (logs / "audit.jsonl").write_bytes(text(three))
-    second = run_ingest(spark, rolled, settings, str(logs), "gz-1")
+    runs = [run_ingest(spark, rolled, settings, str(logs), "gz-0")]
+    roll(gz(two), text(three))  # audit.jsonl grew by 30 lines before it rolled
+    runs.append(run_ingest(spark, rolled, settings, str(logs), "gz-1"))
+    roll(gz(three), None)  # read whole before it rolled
+    runs.append(run_ingest(spark, rolled, settings, str(logs), "gz-2"))
+    roll(None, None)
+    runs.append(run_ingest(spark, rolled, settings, str(logs), "gz-3"))
     once = Warehouse(str(tmp_path / "wh-once"), spark, "delta-rs")
     whole = run_ingest(spark, once, settings, str(logs), "once")
 
     files = {(r.run_id, r.source_file.rsplit("/", 1)[-1]): r for r in rolled.read(INGEST_FILES).collect()}
     how = {key: (r.status, r.read_from, r.lines, r.resumed_file and r.resumed_file.rsplit("/", 1)[-1]) for key, r in files.items()}
-    gz_one = gzip.compress(text(one), mtime=0)
     assert how == {
         ("gz-0", "audit.1.jsonl.gz"): ("read", 0, 150, None),
-        ("gz-0", "audit.jsonl"): ("read", 0, 150, None),
-        ("gz-1", "audit.2.jsonl.gz"): ("read", len(gz_one), 0, "audit.1.jsonl.gz"),  # the same bytes: not read
-        ("gz-1", "audit.1.jsonl.gz"): ("read", 0, 150, None),  # new bytes: read whole
+        ("gz-0", "audit.jsonl"): ("read", 0, 120, None),
+        ("gz-1", "audit.2.jsonl.gz"): ("read", len(gz(one)), 0, "audit.1.jsonl.gz"),  # the same bytes: not read
+        ("gz-1", "audit.1.jsonl.gz"): ("read", len(text(two[:120])), 30, "audit.jsonl"),  # read on in its text
         ("gz-1", "audit.jsonl"): ("read", 0, len(three), None),
+        ("gz-2", "audit.3.jsonl.gz"): ("read", len(gz(one)), 0, "audit.2.jsonl.gz"),
+        ("gz-2", "audit.2.jsonl.gz"): ("read", len(gz(two)), 0, "audit.1.jsonl.gz"),
+        ("gz-2", "audit.1.jsonl.gz"): ("read", len(text(three)), 0, "audit.jsonl"),  # its text is the part read: not read
+        ("gz-3", "audit.4.jsonl.gz"): ("read", len(gz(one)), 0, "audit.3.jsonl.gz"),
+        ("gz-3", "audit.3.jsonl.gz"): ("read", len(gz(two)), 0, "audit.2.jsonl.gz"),
+        ("gz-3", "audit.2.jsonl.gz"): ("read", len(gz(three)), 0, "audit.1.jsonl.gz"),  # its part: its own bytes, recorded at gz-2
     }
-    assert (files[("gz-0", "audit.1.jsonl.gz")].complete_bytes, files[("gz-0", "audit.1.jsonl.gz")].complete_sha256) == (
-        len(gz_one), hashlib.sha256(gz_one).hexdigest())
-    assert (second.files_read, second.files_resumed, second.files_renamed) == (3, 1, 1)
-    bad_in_two = once.read(QUARANTINE).where(F.col("source_file").endswith("/audit.1.jsonl.gz")).count()
-    assert bad_in_two > 0 and second.quarantined_before == 0
-    assert second.lines_read == 150 + len(three) and second.duplicates == 150 - bad_in_two
-    for r in (first, second):
+    parts = {key: (r.complete_bytes, r.complete_lines, r.complete_sha256) for key, r in files.items() if key[0] in ("gz-1", "gz-2")}
+    assert parts[("gz-1", "audit.1.jsonl.gz")] == (len(gz(two)), 150, hashlib.sha256(gz(two)).hexdigest())
+    assert parts[("gz-2", "audit.1.jsonl.gz")] == (len(gz(three)), len(three), hashlib.sha256(gz(three)).hexdigest())
+    assert [(r.files_read, r.files_resumed, r.files_renamed) for r in runs] == [(2, 0, 0), (3, 2, 2), (3, 3, 3), (3, 3, 3)]
+    for r in runs:
         assert r.lines_read == r.accepted + r.duplicates + r.quarantined, r
-    assert first.accepted + second.accepted == whole.accepted
-    # part 1's lines as read from audit.1.jsonl.gz, part 2's as audit.jsonl (its bad lines also as audit.1.jsonl.gz)
+        assert (r.duplicates, r.quarantined_before) == (0, 0), r
+    assert sum(r.accepted for r in runs) == whole.accepted and sum(r.quarantined for r in runs) == whole.quarantined > 0
+    # each line under the name it was first read as: part 1 audit.1.jsonl.gz; part 2 audit.jsonl to
+    # line 120, then audit.1.jsonl.gz; part 3 audit.jsonl
     name = F.regexp_extract("source_file", r"[^/]*$", 0)
-    first_read_as = lambda df: df.withColumn("source_file", F.regexp_replace("source_file", r"[^/]+$", (  # noqa: E731
-        F.when(name == "audit.2.jsonl.gz", F.lit("audit.1.jsonl.gz")).otherwise(F.lit("audit.jsonl")))))
+    first_name = (F.when(name == "audit.4.jsonl.gz", "audit.1.jsonl.gz")
+                  .when((name == "audit.3.jsonl.gz") & (F.col("line_no") > 120), "audit.1.jsonl.gz").otherwise("audit.jsonl"))
+    first_read_as = lambda df: df.withColumn("source_file", F.regexp_replace("source_file", r"[^/]+$", first_name))  # noqa: E731
     assert_df_equality(plain(rolled.read(EVENTS)), plain(first_read_as(once.read(EVENTS))), ignore_row_order=True, ignore_nullable=True)
-    again = once.read(QUARANTINE).where(name == "audit.1.jsonl.gz")
-    assert_df_equality(rolled.read(QUARANTINE).drop("run_id"), first_read_as(once.read(QUARANTINE)).unionByName(again).drop("run_id"),
-                       ignore_row_order=True)
+    assert_df_equality(rolled.read(QUARANTINE).drop("run_id"), first_read_as(once.read(QUARANTINE)).drop("run_id"), ignore_row_order=True)
