@@ -23,11 +23,12 @@ A log may also be compressed as it rolls over (logrotate's ``compress``: ``ns.js
 becomes ``ns.jsonl.1.gz`` at one; with ``delaycompress``, ``ns.jsonl.1`` becomes ``ns.jsonl.2.gz``
 a turn later). A gzip file's head is then also taken from its inflated text: the plain parts
 recorded with it are ``inflated`` parts of the file, whatever their size (the file's size says
-nothing of its text's), at most :data:`MAX_PARTS` more. A task per such file inflates it first, as
-far as its largest such part and a byte (:func:`same_bytes`): when its text is one of them exactly,
-it is not read, only listed with the part it repeats and its own part (the whole compressed file,
-which its renamed copies then repeat byte for byte); else its read resumes after the largest part
-its text starts with, if any.
+nothing of its text's), at most :data:`MAX_PARTS` more. Its read resumes after the largest such
+part its text starts with, if any. When that yields no line (its text is the part exactly: the log
+was read to its end before it rolled), a task inflates it again to tell which part it is
+(:func:`same_bytes`): it is listed with that part and its own (the whole compressed file, which its
+renamed copies then repeat byte for byte). A file whose text is longer is so inflated once, not
+twice.
 """
 
 from __future__ import annotations
@@ -110,10 +111,11 @@ class Repeated:
 
 
 def same_bytes(spark: SparkSession, files: Mapping[str, Iterable[PartReadBefore]]) -> dict[str, Repeated]:
-    """Of ``files`` (a path, and parts read before as long as it is, or ``inflated`` ones), those
-    that are one of their parts whole: each file is hashed in a task (one per file; no line is
-    split or parsed), a gzip file with ``inflated`` parts inflated as far as the largest and a byte.
-    A file that is a part read before, whole, has no line to read (see the module contract)."""
+    """Of ``files`` (a path, and parts read before as long as it is, or ``inflated`` ones: a gzip
+    file's read that yielded no line), those that are one of their parts whole: each file is hashed
+    in a task (one per file; no line is split or parsed), a gzip file with ``inflated`` parts
+    inflated as far as the largest and a byte. A file that is a part read before, whole, has no line
+    to read (see the module contract)."""
     if not files:
         return {}
     rows = [(path, [(p.part.size, p.part.lines, p.part.sha256, p.part.head_sha256, p.inflated) for p in parts]) for path, parts in files.items()]

@@ -360,7 +360,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     reading: list[FileToRead] = []
     if to_read:
         resume = parts_read_before(warehouse, to_read, read_before, open_capture)
-        as_long = {f.path: [p for p in resume.get(f.path, ()) if p.inflated or p.part.size == f.size_bytes] for f in to_read}
+        as_long = {f.path: [p for p in resume.get(f.path, ()) if not p.inflated and p.part.size == f.size_bytes] for f in to_read}
         repeated = same_bytes(spark, {path: parts for path, parts in as_long.items() if parts})
         reading = [FileToRead(f.path, tuple(p for p in resume.get(f.path, ()) if p.inflated or p.part.size < f.size_bytes))
                    for f in to_read if f.path not in repeated]
@@ -375,6 +375,13 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     try:
         counts = _LineCounts.of(parsed)
         clock.lap("read and parse files")
+        # a gzip file whose text is a part read before, whole (a log compressed as it rolled over,
+        # read to its end before), yields no line: which part it is, and its own part
+        silent = {f.path: [p for p in f.resume if p.inflated] for f in reading
+                  if not counts.per_file.get(f.path) and any(p.inflated for p in f.resume)}
+        if silent:
+            repeated |= same_bytes(spark, silent)
+            clock.lap("compressed files read before, whole")
         if to_read:
             warehouse.append(CAPTURES_RAW, bronze_lines(parsed), commit)
             warehouse.append(CAPTURE_BODIES, new_body_texts(parsed, warehouse.read(CAPTURE_BODIES).select("body_ref"), run_id), commit)
