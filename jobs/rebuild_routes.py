@@ -118,7 +118,10 @@ def stage(spark, settings, args: argparse.Namespace, captures: str | None, wareh
     elif args.stage == "replay":
         result = replay_window(spark, warehouse, settings, args.run_id, window_from=args.window_from, window_to=args.window_to, from_last_good=args.from_last_good)
         print(result.summary())
-        print(f"written, not published: run the quality and publish stages of {args.run_id}")
+        if result.published:
+            print(f"published already: the quality and publish stages of {args.run_id} have nothing left to do")
+        else:
+            print(f"written, not published: run the quality and publish stages of {args.run_id}")
     elif args.stage == "quality":
         report = check_window(spark, warehouse, args.run_id)
         print(report.text())

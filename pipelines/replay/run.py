@@ -113,6 +113,7 @@ from schemas.silver import EVENTS, QUALITY_RESULTS, TOPIC_CONFIGS
 JOB = "replay"
 EVENTS_VERSION = "events_version"  # commit metadata: the silver.events version a replay's writes come from
 GOLD_QUALITY_JOB = "gold-quality"
+PUBLISH_JOB = "publish"
 #: the replay_state rows of a NameServer's unit facts and start records take these unit ids, which no
 #: broker group takes (``units.group_unit_id``: "~" and a letter is the replay's own)
 FACTS_UNIT = "~facts"
@@ -164,6 +165,11 @@ class ReplayResult:
     stale: tuple[StaleWindow, ...] = field(default=(), compare=False)  # marked at publish: records ingested meanwhile
     warehouse: str = field(default="", compare=False)  # the warehouse root, for the commands the messages suggest
     attempt: int = 1  # > 1: the run id's earlier attempt failed its gold check and was discarded (pipelines.replay.attempts)
+    # set when an earlier try of this run id (and attempt) had written the window already, so every
+    # write of this one was skipped: when that try wrote its gold.replay_runs row, whose counts this
+    # result then holds (not the ones this try computed); None: written by this try
+    written_before_ms: int | None = None
+    published: bool = False  # written before, and published already (its publish row is there)
 
     def notes(self) -> str:
         """What the run left out, and the windows it found stale when it published ('' if nothing)."""
@@ -186,8 +192,13 @@ class ReplayResult:
         ns = ", ".join(f"{n} ({p})" for n, (_, _, p) in sorted(self.namesrvs.items()))
         start = "from the first record" if self.resumed_from is None else f"resuming from the state at {format_ms(self.resumed_from)}"
         restart = f"; units joined, replayed again: {'; '.join(self.replayed_again)}" if self.replayed_again else ""
+        if self.written_before_ms is not None:
+            head = (f"replay {self.run_id}: written already, by an earlier try of this run id at {format_ms(self.written_before_ms)}"
+                    f"{', and published' if self.published else ''}; nothing written now; as recorded then (gold.replay_runs): ")
+        else:
+            head = f"replay {self.run_id}: "
         return (
-            f"replay {self.run_id}: window up to {format_ms(self.window_to)}, {start}{restart}; {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
+            f"{head}window up to {format_ms(self.window_to)}, {start}{restart}; {len(self.namesrvs)} NameServers [{ns}], {self.units} replay units, "
             f"{self.ticks} scan ticks, {self.changes} changes, "
             f"{self.row_counts.get('gold.topic_queue_intervals', 0)} topic-route intervals, "
             f"{self.row_counts.get('gold.broker_addr_intervals', 0)} broker intervals; captured route answers: "
@@ -721,7 +732,9 @@ def replay_window(
               versions, counts, json.dumps(summary, sort_keys=True))],
             REPLAY_RUNS.schema,
         )
-        warehouse.append(REPLAY_RUNS, run_row, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt), window_from=after, window_to=until))
+        if warehouse.append(REPLAY_RUNS, run_row, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt), window_from=after, window_to=until)) is None:
+            # an earlier try wrote the run row, last of its writes, so all of them: this one's were skipped
+            return _recorded_result(warehouse, run_id, time.time() - started)
         return ReplayResult(
             run_id=run_id,
             window_from=window_from_value,
@@ -744,6 +757,35 @@ def replay_window(
     finally:
         for frame in (ticks, generic, output, epoch_df):
             frame.unpersist()
+
+
+def _recorded_result(warehouse: Warehouse, run_id: str, seconds: float) -> ReplayResult:
+    """The result of a replay of ``run_id`` whose writes were all skipped, an earlier try (of the same
+    attempt) having written them: what that try recorded in ``gold.replay_runs`` (its window, counts
+    and table versions, and when), which the tables hold, rather than what this try computed."""
+    run = written_run(warehouse, run_id)
+    summary = json.loads(run["quality"])
+    again = summary.get("replayed_again", {})
+    return ReplayResult(
+        run_id=run_id,
+        window_from=run["window_from"],
+        window_to=run["window_to"],
+        namesrvs={c["namesrv"]: (c["from_ts"], c["to_ts"], c["profile"]) for c in run["namesrvs"]},
+        units=summary["units"],
+        changes=run["row_counts"][ROUTE_CHANGES.name],
+        ticks=run["row_counts"][SCAN_TICKS.name],
+        fidelity=summary["fidelity"],
+        row_counts=run["row_counts"],
+        table_versions=run["table_versions"],
+        seconds=seconds,
+        resumed_from=summary.get("resumed_from"),
+        replayed_again=tuple(_replayed_again({ns: a["units"] for ns, a in again.items()}, {ns: a["from_ts"] for ns, a in again.items()})),
+        unfinished_ingests=tuple(summary.get("unfinished_ingests", ())),
+        warehouse=warehouse.root,
+        attempt=run_attempt(summary),
+        written_before_ms=run["written_ms"],
+        published=warehouse.committed(PUBLISH_LOG, CommitInfo(run_id=run_id, job=PUBLISH_JOB)),
+    )
 
 
 # ---------------------------------------------------------------------------------- stages 2 and 3
@@ -834,7 +876,7 @@ def _publish(spark: SparkSession, warehouse: Warehouse, run_id: str, run: dict[s
             f"run {run_id!r} failed its gold quality checks (see silver.quality_results); nothing published; once the cause "
             f"is fixed, run its replay stage again (then quality and publish): it replaces the failed attempt"
         )
-    commit = CommitInfo(run_id=run_id, job="publish", window_from=run["window_from"], window_to=run["window_to"])
+    commit = CommitInfo(run_id=run_id, job=PUBLISH_JOB, window_from=run["window_from"], window_to=run["window_to"])
     if warehouse.committed(PUBLISH_LOG, commit):
         return run
     moved = [name for name, v in run["table_versions"].items() if warehouse.row_commits_since(name, v)]
