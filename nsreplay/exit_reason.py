@@ -24,17 +24,21 @@ INTERRUPTED_STATUS = 130
 
 
 def report(line: str) -> None:
-    """Print ``line`` to stderr and, under ``spark-submit.sh``, write it to its reason file too:
-    spark-submit runs the job's Python with its stderr merged into stdout (Spark's PythonRunner), and
-    the script copies that file to its own stderr (``NSREPLAY_REASON_FILE``)."""
-    print(line, file=sys.stderr, flush=True)
+    """Print ``line`` to stderr; under ``spark-submit.sh``, write it to its reason file instead
+    (``NSREPLAY_REASON_FILE``), which the script copies to its own stderr once spark-submit has
+    ended: spark-submit runs the job's Python with its stderr merged into stdout (Spark's
+    PythonRunner), so a line printed here too would reach the script's output twice (once among the
+    job's output, once as its last line), as it did in every Airflow task log. When the file cannot
+    be written (a driver on another host, say), the line goes to stderr."""
     reason_file = os.environ.get("NSREPLAY_REASON_FILE")
     if reason_file:
         try:
             with open(reason_file, "w", encoding="utf-8") as out:
                 out.write(line + "\n")
+            return
         except OSError:
             pass
+    print(line, file=sys.stderr, flush=True)
 
 
 def _stopped_silently(signum: int, frame: FrameType | None) -> None:

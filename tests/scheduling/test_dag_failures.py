@@ -19,15 +19,18 @@ from scheduling_support import ROOT
 WINDOW_END = "2024-11-21T02:00:00+00:00"
 
 
-def run_task(airflow, task_id: str, settings: dict, extra_env: dict | None = None) -> tuple[str, str]:
+def run_task(airflow, task_id: str, settings: dict, extra_env: dict | None = None, log: list | None = None) -> tuple[str, str]:
     """The task's new state and the exception it failed with ("" if none), from ``airflow tasks test``
-    (whose own exit status is 0 whatever the task did)."""
+    (whose own exit status is 0 whatever the task did); the task log's other lines are appended to
+    ``log`` when given."""
     result = airflow.run("airflow", "tasks", "test", "nsreplay_routes", task_id, WINDOW_END,
                          extra_env={"AIRFLOW_VAR_NSREPLAY": json.dumps(settings), **(extra_env or {})}, timeout=300)
-    log = result.stdout + result.stderr
-    states = re.findall(r"new_state=(\w+)", log)
-    assert states, log[-4000:]
-    exceptions = [line for line in log.splitlines() if re.match(r"airflow\.exceptions\.\w+: ", line)]
+    text = result.stdout + result.stderr
+    states = re.findall(r"new_state=(\w+)", text)
+    assert states, text[-4000:]
+    exceptions = [line for line in text.splitlines() if re.match(r"airflow\.exceptions\.\w+: ", line)]
+    if log is not None:
+        log.extend(line for line in text.splitlines() if line not in exceptions)
     return states[-1], exceptions[-1] if exceptions else ""
 
 
@@ -43,19 +46,23 @@ def bad_conf(tmp_path):
 @pytest.mark.parametrize("case", ["usage", "config", "spark-config"])
 def test_a_failure_the_same_input_meets_again_fails_at_once_with_its_reason(airflow, tmp_path, case):
     settings = {"warehouse": str(tmp_path / "warehouse"), "nsreplay_env": "test"}
+    log: list[str] = []
     if case == "spark-config":  # Spark refuses a setting as the session starts: exit status 1, SparkConfigError
         state, exception = run_task(airflow, "ingest", {**settings, "captures": str(tmp_path),
-                                                        "spark_args": "--conf spark.sql.shuffle.partitions=abc"})
+                                                        "spark_args": "--conf spark.sql.shuffle.partitions=abc"}, log=log)
         reason = "ingest_captures.py: SparkConfigError: Spark refused its settings"
     elif case == "usage":  # spark-submit.sh refuses its settings: exit status 2, before any JVM
         state, exception = run_task(airflow, "ingest", {**settings, "captures": str(tmp_path)},
-                                    extra_env={"NSREPLAY_CONF_DIR": str(tmp_path / "no-such-conf")})
+                                    extra_env={"NSREPLAY_CONF_DIR": str(tmp_path / "no-such-conf")}, log=log)
         reason = f"spark-submit.sh: NSREPLAY_CONF_DIR={tmp_path / 'no-such-conf'} is not a directory"
     else:  # the job refuses its configuration: exit status 1, ConfigError, before Spark starts
-        state, exception = run_task(airflow, "replay", settings, extra_env={"NSREPLAY_CONF_DIR": str(bad_conf(tmp_path))})
+        state, exception = run_task(airflow, "replay", settings, extra_env={"NSREPLAY_CONF_DIR": str(bad_conf(tmp_path))}, log=log)
         reason = "rebuild_routes.py: ConfigError: [replay] max_window_days must be positive"
     assert state == "failed", (state, exception)  # not up_for_retry: two more runs would fail the same way
     assert exception.startswith("airflow.exceptions.AirflowFailException: ") and reason in exception, exception
+    # the command's output holds the reason once (a job's reason was there twice: the job's own line,
+    # which spark-submit merges into its output, and spark-submit.sh's copy of it on stderr)
+    assert len([line for line in log if reason in line]) == 1, "\n".join(line for line in log if reason in line)
 
 
 def test_any_other_failure_is_retried_and_says_why(airflow, tmp_path):
