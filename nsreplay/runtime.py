@@ -43,7 +43,8 @@ _REFUSED_SETTING = "java.lang.IllegalArgumentException"
 def _refused_setting(exc: BaseException) -> str | None:
     """When ``exc``, raised while a Spark session started, is Spark refusing a setting, the deepest
     :data:`_REFUSED_SETTING` of its Java cause chain as ``SimpleName: message`` (the outer ones
-    only say "Error while instantiating 'SessionStateBuilder'"); ``None`` for any other failure (a
+    only say "Error while instantiating 'SessionStateBuilder'"), after the settings refused with
+    that message when it names none (:func:`_settings_refused_with`); ``None`` for any other failure (a
     cluster that could not be reached, a JVM that died: those may go away)."""
     throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)  # Py4JJavaError, or pyspark's converted error
     if throwable is None:
@@ -62,9 +63,36 @@ def _refused_setting(exc: BaseException) -> str | None:
             throwable, seen = throwable.getCause(), seen + 1
         if found is None:
             return None
-        return f"{found.getClass().getSimpleName()}: {' '.join(str(found.getMessage() or '').split())}"
+        message = " ".join(str(found.getMessage() or "").split())
+        named = _settings_refused_with(gateway, message)
+        return f"{named + ': ' if named else ''}{found.getClass().getSimpleName()}: {message}"
     except Exception:  # noqa: BLE001 - the JVM is gone, or py4j cannot ask it: not a setting's fault that we can tell
         return None
+
+
+def _settings_refused_with(gateway: Any, message: str) -> str:
+    """The Spark settings given to this JVM (spark-submit options, spark-defaults, a builder's) whose
+    value their own setting refuses with exactly ``message`` (whitespace aside), as ``key, key``;
+    ``''`` when ``message`` names a given setting itself (``spark.sql.*``: "... should be int") or no
+    given value fails so: Spark's own message about a core setting (``spark.driver.maxResultSize=abc``:
+    "Size must be specified as bytes ...") names no setting, and a name is only given when converting
+    that very value with that setting's converter fails the same way, never guessed."""
+    given = [(t._1(), t._2()) for t in gateway.jvm.org.apache.spark.SparkConf(True).getAll()]
+    if any(key in message for key, _ in given):
+        return ""
+    entries = gateway.jvm.org.apache.spark.internal.config.ConfigEntry
+    named = []
+    for key, value in sorted(given):
+        entry = entries.findEntry(key)
+        if entry is None:  # not a registered setting (or one whose module is not loaded): Spark did not check it
+            continue
+        try:
+            entry.valueConverter().apply(value)
+        except Exception as exc:  # noqa: BLE001 - py4j's error of the JVM's exception
+            refused = getattr(exc, "java_exception", None)
+            if refused is not None and " ".join(str(refused.getMessage() or "").split()) == message:
+                named.append(key)
+    return ", ".join(named)
 
 
 def _started(builder: Any) -> Any:

@@ -180,8 +180,9 @@ def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> 
 @pytest.mark.parametrize("setting, refused", [
     # a spark.sql setting: Spark checks it as the session's SQL state is made, lazily, at the first query
     ("spark.sql.shuffle.partitions=abc", "IllegalArgumentException: spark.sql.shuffle.partitions should be int, but was abc"),
-    # a core setting: the SparkContext refuses it (Py4JJavaError on JavaSparkContext)
-    ("spark.driver.maxResultSize=abc", "NumberFormatException: Size must be specified as bytes (b), kibibytes (k), mebibytes (m), "
+    # a core setting: the SparkContext refuses it (Py4JJavaError on JavaSparkContext), in words that name no
+    # setting: the line names it (the one given value that its setting refuses with those very words)
+    ("spark.driver.maxResultSize=abc", "spark.driver.maxResultSize: NumberFormatException: Size must be specified as bytes (b), kibibytes (k), mebibytes (m), "
                                        "gibibytes (g), tebibytes (t), or pebibytes(p). E.g. 50b, 100k, or 250m. Failed to parse byte string: abc"),
 ])
 def test_a_setting_spark_refuses_is_named_as_a_spark_configuration_error(tmp_path, setting, refused) -> None:
