@@ -77,16 +77,21 @@ def _settings_refused_with(gateway: Any, message: str) -> str:
     given value fails so: Spark's own message about a core setting (``spark.driver.maxResultSize=abc``:
     "Size must be specified as bytes ...") names no setting, and a name is only given when converting
     that very value with that setting's converter fails the same way, never guessed."""
-    given = [(t._1(), t._2()) for t in gateway.jvm.org.apache.spark.SparkConf(True).getAll()]
+    if not message:
+        return ""
+    try:
+        given = [(t._1(), t._2()) for t in gateway.jvm.org.apache.spark.SparkConf(True).getAll()]
+        entries = gateway.jvm.org.apache.spark.internal.config.ConfigEntry
+    except Exception:  # noqa: BLE001 - a Spark whose classes differ: Spark's message as it is
+        return ""
     if any(key in message for key, _ in given):
         return ""
-    entries = gateway.jvm.org.apache.spark.internal.config.ConfigEntry
     named = []
     for key, value in sorted(given):
-        entry = entries.findEntry(key)
-        if entry is None:  # not a registered setting (or one whose module is not loaded): Spark did not check it
-            continue
         try:
+            entry = entries.findEntry(key)
+            if entry is None:  # not a registered setting (or one whose module is not loaded): Spark did not check it
+                continue
             entry.valueConverter().apply(value)
         except Exception as exc:  # noqa: BLE001 - py4j's error of the JVM's exception
             refused = getattr(exc, "java_exception", None)
