@@ -1,11 +1,12 @@
 """What reading a grown capture file on from its complete part saves, against reading it again whole.
 
-    .venv/bin/python scripts/bench/growing_file.py --source FILE [--mb 200] [--grow 0.05] [--rounds 2] [--rename]
+    .venv/bin/python scripts/bench/growing_file.py --source FILE [--mb 200] [--grow 0.05] [--rounds 2] [--rename | --compress]
 
 A plain capture file of about ``--mb`` MB (the first lines of ``--source``, a capture file plain or
 gzipped, e.g. one of bench-day's) is ingested, then grows by ``--grow`` of its size and is ingested
 again (with ``--rename``, renamed too, as a log that rolls over: ``audit.jsonl`` to
-``audit.1.jsonl``): the second ingest is what is timed, in a Spark session of its own, as a scheduled run is (its
+``audit.1.jsonl``; with ``--compress``, compressed as it rolls over, logrotate's ``compress``:
+``audit.1.jsonl.gz``, gzip level 6, compressed before the clock starts): the second ingest is what is timed, in a Spark session of its own, as a scheduled run is (its
 Python workers start cold: no register body decoded by the first ingest is remembered). Two ways,
 alternating round by round in this process, each on a warehouse of its own holding the first ingest:
 
@@ -61,6 +62,7 @@ def main() -> None:
     parser.add_argument("--grow", type=float, default=0.05)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rename", action="store_true", help="rename the file as it grows (a log rolling over)")
+    parser.add_argument("--compress", action="store_true", help="compress the grown file to a new name (a log compressed as it rolls over)")
     args = parser.parse_args()
 
     lines = _lines(args.source, int(args.mb * 1e6 * (1 + args.grow)))
@@ -79,7 +81,8 @@ def main() -> None:
                 root = Path(work) / f"{way}-{round_no}"
                 log = Path(work) / "captures" / "audit.jsonl"  # one path: source_file is the same both ways
                 log.parent.mkdir(exist_ok=True)
-                log.with_name("audit.1.jsonl").unlink(missing_ok=True)  # the previous round's, renamed
+                for rolled in ("audit.1.jsonl", "audit.1.jsonl.gz"):  # the previous round's
+                    log.with_name(rolled).unlink(missing_ok=True)
                 log.write_bytes(before)
                 spark = session()
                 ingest_run.run_ingest(spark, Warehouse(str(root / "warehouse"), spark, "delta-rs"), settings, str(log.parent), "first")
@@ -87,6 +90,9 @@ def main() -> None:
                 log.write_bytes(after)
                 if args.rename:
                     log.rename(log.with_name("audit.1.jsonl"))
+                elif args.compress:
+                    log.with_name("audit.1.jsonl.gz").write_bytes(gzip.compress(after, compresslevel=6, mtime=0))
+                    log.unlink()
                 spark = session()
                 warehouse = Warehouse(str(root / "warehouse"), spark, "delta-rs")
                 ingest_run.parts_read_before = resume_points if way == "resumed" else (lambda *_: {})  # type: ignore[assignment]
