@@ -75,7 +75,9 @@ INGEST_FILES = TableSpec(
             StructField("resumed_file", StringType(), True),
         ]
     ),
-    description="The files each ingest run read: read, empty or unreadable; lines is how many lines the run read of "
+    description="The files each ingest run read: read, empty or unreadable; not_capture for what the capture directory "
+    "holds that the run did not read (no lines; detail says why: a name that is not a capture file's, such as "
+    "manifest.json or README.md, or a link to a folder); lines is how many lines the run read of "
     "the file, from byte read_from (0: the whole file; more: the file starts with the complete part an earlier run "
     "read of resumed_file, this file grown or the file it was renamed from, and was read after it; for a gzip file "
     "that continues a plain file's part, a log compressed as it rolled over, read_from counts bytes of its inflated "

@@ -5,10 +5,12 @@ Local paths use the OS; URIs with a scheme (``hdfs://``, ``s3a://`` or ``s3://``
 pyarrow reaches can be read by the executors. In a directory, files and folders whose name starts
 with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
 reads every file it matches (not the directories). A directory's other files are read when their
-names end in a capture suffix (:data:`CAPTURE_SUFFIXES`, in any case: ``X.JSONL.GZ`` too); the rest,
+names end in a capture suffix (:data:`CAPTURE_SUFFIXES`, in any case: ``X.JSONL.GZ`` too; not
+``.json`` or ``.json.gz``, :data:`DOCUMENT_SUFFIXES`); the rest (``manifest.json``, ``README.md``),
 and the links to folders (not followed, as a Hadoop listing does not follow them), are not read but
 named (:attr:`CaptureListing.ignored`), so that a capture under an unexpected name does not vanish
-without a word. A local entry that is not a regular file (a
+without a word, and a file that is no capture neither fills the quarantine nor fails the run's
+quarantine ratio. A local entry that is not a regular file (a
 dangling link, a link loop, a FIFO) is listed, and read as an ``unreadable_file`` line, in either form.
 
 A path that names nothing, and a glob that matches no file, are errors (:class:`CaptureNotFoundError`:
@@ -47,8 +49,14 @@ from urllib.parse import unquote
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
-#: The names a directory's capture files end in, compared without case.
-CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz", ".gz", ".log")
+#: The names a directory's capture files end in, compared without case (JSON Lines, as the capture
+#: format names them, ``.ndjson`` as well, and audit logs, plain or gzipped).
+CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".gz", ".log")
+#: Names that are not a directory's capture files though :data:`CAPTURE_SUFFIXES` would take them:
+#: a ``.json`` file holds one JSON document (a manifest, notes, a tool's settings), not JSON Lines,
+#: and its lines read as records would be quarantined one by one, failing the run's quarantine ratio
+#: for a file that is no capture. A glob that matches such a file reads it.
+DOCUMENT_SUFFIXES = (".json", ".json.gz")
 _MAGIC = re.compile(r"[*?[]")  # glob.has_magic's characters
 _URI_OPTIONS = re.compile(r"\?(?=[\w.-]+=)")  # where pyarrow's URI options start: ?region=eu-west-1
 
@@ -67,10 +75,11 @@ class CaptureFile:
 @dataclass(frozen=True)
 class CaptureListing:
     """What a capture path names: the files to read, sorted by path, and what a directory holds that
-    is not read though it is not hidden (files not named as captures, links to folders), sorted."""
+    is not read though it is not hidden (files not named as captures, links to folders), sorted by
+    path, with their sizes and modification times as the ingest records them."""
 
     files: list[CaptureFile]
-    ignored: tuple[str, ...] = ()
+    ignored: tuple[CaptureFile, ...] = ()
 
 
 def _has_scheme(path: str) -> bool:
@@ -96,11 +105,25 @@ def _hidden(name: str) -> bool:
 
 
 def _capture_name(name: str) -> bool:
-    return name.lower().endswith(CAPTURE_SUFFIXES)
+    """Whether a directory's file named ``name`` is a capture file (:data:`CAPTURE_SUFFIXES`, not
+    :data:`DOCUMENT_SUFFIXES`), whatever the case."""
+    lower = name.lower()
+    return lower.endswith(CAPTURE_SUFFIXES) and not lower.endswith(DOCUMENT_SUFFIXES)
 
 
 def _wanted(name: str) -> bool:
     return not _hidden(name) and _capture_name(name)
+
+
+def why_not_read(path: str) -> str:
+    """Why a directory's entry ``path`` (one of :attr:`CaptureListing.ignored`) is not read, in a few
+    words, as ``bronze.ingest_files.detail`` records it."""
+    name = path.split("?", 1)[0] if _has_scheme(path) else path
+    if not _has_scheme(path) and os.path.isdir(_local(path)):
+        return "a link to a folder: not followed"
+    if name.lower().endswith(DOCUMENT_SUFFIXES):
+        return "not a capture file by name: a .json file holds one JSON document, not JSON Lines"
+    return f"not a capture file by name (not {', '.join(CAPTURE_SUFFIXES)})"
 
 
 def _walk(directory: str) -> tuple[list[str], list[str]]:
@@ -140,7 +163,7 @@ def list_captures(spec: str) -> CaptureListing:
     if os.path.isdir(spec):
         paths, ignored = _walk(spec)
         if not paths:
-            return CaptureListing([], _sorted_abs(ignored))
+            return CaptureListing([], _stat_all(ignored))
     elif os.path.isfile(spec):
         paths = [spec]
     else:
@@ -151,19 +174,22 @@ def list_captures(spec: str) -> CaptureListing:
         paths = [p for p in glob.glob(spec, recursive=True) if os.path.lexists(p) and not os.path.isdir(p)]
     if not paths:
         raise CaptureNotFoundError(f"no capture file at {spec}")
+    # a set: glob.glob yields a/**/**/x twice
+    return CaptureListing(list(_stat_all(list(paths))), _stat_all(ignored))
+
+
+def _stat_all(paths: list[str]) -> tuple[CaptureFile, ...]:
+    """``paths`` made absolute, sorted, each once, with its size and modification time (0 and 0 for
+    a dangling symlink or a symlink loop, which is read as an unreadable_file line)."""
     files = []
-    for p in sorted({os.path.abspath(p) for p in paths}):  # a set: glob.glob yields a/**/**/x twice
+    for p in sorted({os.path.abspath(p) for p in paths}):
         try:
             st = os.stat(p)
-        except OSError:  # a dangling symlink or a symlink loop: read as an unreadable_file line
+        except OSError:
             files.append(CaptureFile(p, 0, 0))
             continue
         files.append(CaptureFile(p, st.st_size, int(st.st_mtime * 1000)))
-    return CaptureListing(files, _sorted_abs(ignored))
-
-
-def _sorted_abs(paths: list[str]) -> tuple[str, ...]:
-    return tuple(sorted(os.path.abspath(p) for p in paths))
+    return tuple(files)
 
 
 def _list_remote(spec: str) -> CaptureListing:
@@ -181,7 +207,7 @@ def _list_remote(spec: str) -> CaptureListing:
     options = _URI_OPTIONS.search(spec)
     query = spec[options.start() :] if options else ""  # how the bucket is reached: each file is read so too
     info = fs.get_file_info(root)
-    ignored: list[str] = []
+    ignored: list[CaptureFile] = []
     if info.type == pafs.FileType.File:
         infos = [info]
     elif info.type == pafs.FileType.Directory:
@@ -191,7 +217,7 @@ def _list_remote(spec: str) -> CaptureListing:
             if i.is_file and not any(_hidden(part) for part in _relative_parts(root, i.path))
         ]
         infos = [i for i in visible if _capture_name(i.base_name)]
-        ignored = sorted(_listed_uri(scheme, i.path, query) for i in visible if not _capture_name(i.base_name))
+        ignored = sorted((_listed_file(scheme, i, query) for i in visible if not _capture_name(i.base_name)), key=lambda f: f.path)
         if not infos:
             return CaptureListing([], tuple(ignored))
     elif split is not None:
@@ -200,11 +226,12 @@ def _list_remote(spec: str) -> CaptureListing:
         raise CaptureNotFoundError(f"no capture file at {spec}")
     if not infos:
         raise CaptureNotFoundError(f"no capture file at {spec}")
-    files = sorted(
-        (CaptureFile(_listed_uri(scheme, i.path, query), i.size or 0, int((i.mtime_ns or 0) // 1_000_000)) for i in infos),
-        key=lambda f: f.path,
-    )
+    files = sorted((_listed_file(scheme, i, query) for i in infos), key=lambda f: f.path)
     return CaptureListing(files, tuple(ignored))
+
+
+def _listed_file(scheme: str, info: pafs.FileInfo, query: str) -> CaptureFile:
+    return CaptureFile(_listed_uri(scheme, info.path, query), info.size or 0, int((info.mtime_ns or 0) // 1_000_000))
 
 
 def _listed_uri(scheme: str, path: str, query: str = "") -> str:

@@ -24,7 +24,11 @@ first discards that attempt's run row and bronze lines (``pipelines.ingest.aband
 A file already ingested by a successful run (same path, size and modification time) is skipped, so
 re-ingesting the same files adds nothing; skipped files are counted in the run row
 (``files_skipped``), not listed in ``bronze.ingest_files``: a schedule that reads the same directory
-every run would otherwise add a row for every old file at every run. A record seen before (same
+every run would otherwise add a row for every old file at every run. What a capture directory holds
+that is not a capture file by name (``manifest.json``, ``README.md``; :func:`list_captures`) is not
+read, so neither quarantined nor counted in the quarantine ratio: each run lists it in
+``bronze.ingest_files`` (status ``not_capture``, no lines, the reason as detail) and its summary
+names it. A record seen before (same
 ``record_id``) counts as a duplicate. A file ingested before under another size or modification
 time (a file still being written, or written anew) is read again. When it is larger than the
 complete part the latest run to read it recorded (``bronze.ingest_files.complete_bytes``: a plain
@@ -56,7 +60,7 @@ from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
-from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, CaptureFile, list_captures, open_capture
+from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, DOCUMENT_SUFFIXES, CaptureFile, list_captures, open_capture, why_not_read
 from pipelines.ingest.capture_reader import CompletePart, ReadOutcome
 from pipelines.ingest.parts_read_before import Repeated, parts_read_before, same_bytes
 from pipelines.ingest.records import ParserLimits
@@ -202,7 +206,8 @@ class IngestResult:
         shown = ", ".join(self.ignored[:3]) + (f" and {len(self.ignored) - 3} more" if len(self.ignored) > 3 else "")
         return (
             f"not read: {len(self.ignored)} entries of the capture directory are not capture files by name "
-            f"(a name ending in {', '.join(CAPTURE_SUFFIXES)}, any case) or are links to folders: {shown}"
+            f"(a name ending in {', '.join(CAPTURE_SUFFIXES)}, any case, but not {', '.join(DOCUMENT_SUFFIXES)}) "
+            f"or are links to folders (bronze.ingest_files status not_capture): {shown}"
         )
 
     def replaced_note(self) -> str:
@@ -294,11 +299,12 @@ def _utc_date(ms: int) -> str:
 
 def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tuple[str, int, int]]:
     """Fingerprints of the given files that a successful run has ingested (file metadata only). A
-    file that could not be read is not among them: once readable, the next run reads it. A path
+    file that could not be read is not among them: once readable, the next run reads it; nor is a
+    file a run did not read for its name (``not_capture``), which a glob naming it reads. A path
     among them under another size or modification time is a file read again (it grew, or was
     written anew)."""
     paths = [f.path for f in files]
-    known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable")).where(F.col("source_file").isin(paths))
+    known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable", "not_capture")).where(F.col("source_file").isin(paths))
     return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
 
 
@@ -469,6 +475,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms,
                           "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) or f.path in repeated else "empty",
                           per_file.get(f.path, 0), None, *_how_read(reads.get(f.path), resumed_files.get(f.path))) for f in to_read]
+            file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "not_capture", None, why_not_read(f.path), *_how_read(None, None))
+                          for f in listing.ignored]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:
@@ -497,7 +505,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             discarded=discarded,
             replaced_failed=replaced_failed,
             warehouse=warehouse.root,
-            ignored=listing.ignored,
+            ignored=tuple(f.path for f in listing.ignored),
         )
         run_row = [(
             run_id, started, int(time.time() * 1000), result.files_seen, result.files_read, result.files_skipped,

@@ -4,9 +4,12 @@ an ``unreadable_file`` line saying why; nothing stops the run, hangs it or vanis
 from __future__ import annotations
 
 import gzip
+import json
 import os
 
 import pytest
+from chispa import assert_df_equality
+from pyspark.sql.types import StructType
 
 from nsreplay.config import load_settings
 from nsreplay.runtime import local_frame
@@ -20,6 +23,11 @@ from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE
 
 def read(path: str) -> list:
     return list(read_capture_file(path, open_capture, max_line_bytes=1000, keep_bytes=100))
+
+
+def _size_and_mtime(path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, int(st.st_mtime * 1000)
 
 
 @pytest.mark.parametrize("how", ["local", "pyarrow"])
@@ -38,15 +46,17 @@ def test_files_and_folders_whose_names_start_with_a_dot_or_underscore_are_skippe
 
 @pytest.mark.parametrize("how", ["local", "pyarrow"])
 def test_capture_names_match_in_any_case_and_the_other_files_are_named_not_dropped(tmp_path, how) -> None:
-    """``.ndjson`` and upper-case names are captures; a file with another name is not read but listed
-    as ignored, so that the run can say so; hidden names are neither."""
-    for rel in ("A.JSONL.GZ", "b.ndjson", "sub/c.NDJSON.gz", "d.jsonl", "notes.txt", "sub/e.csv", "_partial.txt", ".x/f.txt"):
+    """``.ndjson`` and upper-case names are captures; a file with another name (a ``.json`` or
+    ``.json.gz`` one too: one JSON document, not JSON Lines) is not read but listed as ignored, so
+    that the run can say so; hidden names are neither."""
+    others = ("m.json", "notes.txt", "sub/N.JSON.gz", "sub/e.csv")
+    for rel in ("A.JSONL.GZ", "b.ndjson", "sub/c.NDJSON.gz", "d.jsonl", *others, "_partial.txt", ".x/f.txt", ".DS_Store"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("{}\n")
     prefix = "" if how == "local" else "file://"
     listing = list_captures(str(tmp_path)) if how == "local" else _list_remote(f"file://{tmp_path}")
     assert [f.path for f in listing.files] == [f"{prefix}{tmp_path}/{n}" for n in ("A.JSONL.GZ", "b.ndjson", "d.jsonl", "sub/c.NDJSON.gz")]
-    assert listing.ignored == (f"{prefix}{tmp_path}/notes.txt", f"{prefix}{tmp_path}/sub/e.csv")
+    assert [(f.path, f.size_bytes) for f in listing.ignored] == [(f"{prefix}{tmp_path}/{n}", 3) for n in others]
 
 
 def test_a_link_to_a_folder_is_not_entered_but_named(tmp_path) -> None:
@@ -58,22 +68,23 @@ def test_a_link_to_a_folder_is_not_entered_but_named(tmp_path) -> None:
     os.symlink(tmp_path / "elsewhere", tmp_path / "in" / "_hidden_link")
     assert list_captures(str(tmp_path / "in")) == CaptureListing(
         [CaptureFile(str(tmp_path / "in" / "y.jsonl"), 3, list_capture_files(str(tmp_path / "in"))[0].mtime_ms)],
-        (str(tmp_path / "in" / "linked"),),
+        (CaptureFile(str(tmp_path / "in" / "linked"), *_size_and_mtime(tmp_path / "in" / "linked")),),
     )
     assert list_captures(str(tmp_path / "in" / "y.jsonl")).ignored == ()  # a file, or a glob: nothing to report
 
 
 def test_a_directory_holding_only_other_files_is_an_empty_capture_that_names_them(tmp_path) -> None:
     (tmp_path / "capture.jsonl.bak").write_text("{}\n")
-    assert list_captures(str(tmp_path)) == CaptureListing([], (str(tmp_path / "capture.jsonl.bak"),))
+    bak = tmp_path / "capture.jsonl.bak"
+    assert list_captures(str(tmp_path)) == CaptureListing([], (CaptureFile(str(bak), *_size_and_mtime(bak)),))
 
 
 def test_the_ingest_summary_names_what_was_not_read() -> None:
     result = IngestResult("r1", 1, 1, 0, 2, 2, 0, 0, {}, 0, None, "succeeded", ignored=tuple(f"/in/{n}" for n in "abcde"))
     assert result.summary().splitlines()[1:] == [
         "not read: 5 entries of the capture directory are not capture files by name (a name ending in .jsonl, "
-        ".jsonl.gz, .ndjson, .ndjson.gz, .json, .json.gz, .gz, .log, any case) or are links to folders: "
-        "/in/a, /in/b, /in/c and 2 more"
+        ".jsonl.gz, .ndjson, .ndjson.gz, .gz, .log, any case, but not .json, .json.gz) or are links to folders "
+        "(bronze.ingest_files status not_capture): /in/a, /in/b, /in/c and 2 more"
     ]
     assert "not read" not in IngestResult("r1", 1, 1, 0, 2, 2, 0, 0, {}, 0, None, "succeeded").summary()
 
@@ -111,14 +122,17 @@ def test_a_glob_lists_what_the_directory_form_lists_for_the_same_entries(tmp_pat
 
 def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, tmp_path) -> None:
     """bronze.ingest_files status 'unreadable' does not count as ingested: once readable, the same
-    file (same size and modification time) is read."""
+    file (same size and modification time) is read; nor does 'not_capture' (not read for its name):
+    a glob naming the file reads it."""
     warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
     warehouse.ensure(INGEST_FILES)
     rows = [("r1", "/c/a.jsonl", 10, 5, "read", 1, None), ("r1", "/c/b.jsonl", 20, 6, "unreadable", 1, None),
-            ("r1", "/c/c.jsonl", 30, 7, "skipped", None, "already ingested"), ("r1", "/c/d.jsonl", 0, 0, "empty", 0, None)]
+            ("r1", "/c/c.jsonl", 30, 7, "skipped", None, "already ingested"), ("r1", "/c/d.jsonl", 0, 0, "empty", 0, None),
+            ("r1", "/c/e.json", 40, 8, "not_capture", None, "not a capture file by name")]  # read since by a glob naming it
     rows = [row + (None,) * (len(INGEST_FILES.schema) - len(row)) for row in rows]
     warehouse.append(INGEST_FILES, local_frame(spark, rows, INGEST_FILES.schema), CommitInfo(run_id="r1", job="ingest"))
-    files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0)]
+    files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0),
+             CaptureFile("/c/e.json", 40, 8)]
     assert _already_ingested(warehouse, files) == {("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}
 
 
@@ -136,6 +150,34 @@ def test_a_file_that_cannot_be_read_does_not_fail_the_runs_that_find_nothing_els
     assert [(r.status, r.lines_read, r.accepted, r.quarantined) for r in (first, quiet)] == [("succeeded", 2, 1, 1), ("succeeded", 1, 0, 1)]
     rows = warehouse.read(QUARANTINE).select("run_id", "reason").orderBy("run_id").collect()
     assert [tuple(r) for r in rows] == [("r1", "unreadable_file"), ("r2", "unreadable_file")]
+
+
+def test_files_not_named_as_captures_are_recorded_as_not_read_and_fill_no_quarantine(spark, tmp_path) -> None:
+    """A manifest, notes or a README beside the captures is no capture: the run does not read it, so
+    its lines are neither quarantined nor counted in the quarantine ratio (a pretty-printed
+    ``manifest.json`` beside a quiet hour's capture failed the whole ingest, 6 of 7 lines
+    quarantined), and ``bronze.ingest_files`` lists it, with why, as the summary names it."""
+    capture = tmp_path / "incoming"
+    capture.mkdir()
+    (capture / "good.jsonl").write_text('{"namesrv":"10.0.0.10:9876","ts":1732147200123,"kind":"channel","event":"CONNECT","conn":"c1","remote":"10.0.1.5:1"}\n')
+    (capture / "manifest.json").write_text(json.dumps({"files": ["good.jsonl"], "owner": "sre", "lines": 1}, indent=2) + "\n")
+    (capture / "notes.JSON.gz").write_bytes(gzip.compress(b'{"note":"ns-1 restarted at 03:10"}\n'))
+    (capture / "README.md").write_text("# captures of ns-1\n")
+    (capture / ".DS_Store").write_bytes(b"\0")  # hidden: skipped without a word, as before
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    result = run_ingest(spark, warehouse, load_settings(), str(capture), "r1")
+    assert (result.status, result.files_read, result.lines_read, result.accepted, result.quarantined) == ("succeeded", 1, 1, 1, 0)
+    assert warehouse.read(QUARANTINE).isEmpty()
+    by_name = "not a capture file by name (not .jsonl, .jsonl.gz, .ndjson, .ndjson.gz, .gz, .log)"
+    document = "not a capture file by name: a .json file holds one JSON document, not JSON Lines"
+    columns = ["run_id", "source_file", "size_bytes", "mtime_ms", "status", "lines", "detail"]
+    expected = [("r1", str(capture / name), *_size_and_mtime(capture / name), status, lines, detail) for name, status, lines, detail in (
+        ("README.md", "not_capture", None, by_name), ("good.jsonl", "read", 1, None),
+        ("manifest.json", "not_capture", None, document), ("notes.JSON.gz", "not_capture", None, document))]
+    assert_df_equality(warehouse.read(INGEST_FILES).select(columns), local_frame(spark, expected, StructType([INGEST_FILES.schema[c] for c in columns])),
+                       ignore_row_order=True, ignore_nullable=True)
+    assert result.summary().splitlines()[-1].endswith(
+        f"(bronze.ingest_files status not_capture): {capture}/README.md, {capture}/manifest.json, {capture}/notes.JSON.gz")
 
 
 def test_the_quarantine_ratio_leaves_out_the_files_that_could_not_be_read() -> None:
