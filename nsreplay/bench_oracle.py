@@ -35,14 +35,17 @@ from urllib.parse import quote
 KINDS = frozenset(("request", "response", "channel", "namesrv_start"))
 _BODY = b',"body":'
 _MAX_CACHED_BODIES = 100_000
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def file_records(path: str) -> Iterator[dict[str, Any]]:
     """The well-formed records of one capture file, in file order, each with its ``_file`` and
     ``_line``: a JSON object with an integer ``ts``, a known ``kind`` and a string ``namesrv``. Lines
-    that are not UTF-8 or not JSON are skipped (the ingest quarantines them)."""
+    that are not UTF-8 or not JSON are skipped (the ingest quarantines them). A gzip file is
+    decompressed whatever its name (``X.JSONL.GZ``, or gzip under ``.jsonl``), as the ingest takes
+    it: by its first bytes (:func:`_is_gzip`)."""
     bodies: dict[bytes, Any] = {}
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = gzip.open if _is_gzip(path) else open
     with opener(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             raw = raw.rstrip(b"\r\n")
@@ -62,6 +65,13 @@ def file_records(path: str) -> Iterator[dict[str, Any]]:
             if isinstance(record, dict) and type(record.get("ts")) is int and record.get("kind") in KINDS and isinstance(record.get("namesrv"), str):
                 record["_file"], record["_line"] = path, line_no
                 yield record
+
+
+def _is_gzip(path: str) -> bool:
+    """Whether the file at ``path`` starts with gzip's magic bytes, the ingest's test
+    (``pipelines.ingest.capture_reader.GZIP_MAGIC``), not its name's."""
+    with open(path, "rb") as fh:
+        return fh.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
 
 
 def _is_text_of(tail: bytes, body: Any) -> bool:

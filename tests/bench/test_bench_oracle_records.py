@@ -75,3 +75,26 @@ def test_a_repeated_body_is_one_object_and_a_repeated_broken_one_is_still_skippe
     assert records[-2]["body"] == {"x": {"a": 1, "body": {"k": 2}}} and records[-1]["body"] == {"y": {"b": 1, "body": {"k": 2}}}
     assert records[0]["body"] is records[1]["body"]
     assert records[2]["body"] == records[3]["body"] == [1]
+
+
+def test_a_gzip_file_is_read_whatever_its_name_as_the_ingest_reads_it(tmp_path: Path) -> None:
+    """``X.JSONL.GZ`` (a capture name in any case: the listing takes it) and gzip bytes under
+    ``.jsonl``: the ingest decompresses both by their first bytes, so the model check must read the
+    same records from them as from ``x.jsonl.gz`` (it read none: the lines of compressed bytes are
+    not JSON, and the model replayed without them)."""
+    from pipelines.ingest.capture_files import open_capture
+    from pipelines.ingest.capture_reader import read_capture_file
+
+    lines = [b'{"namesrv":"ns-a:9876","ts":1,"kind":"channel","event":"CLOSE","conn":"c","remote":"10.0.1.5:1"}',
+             b'{"namesrv":"ns-a:9876","ts":2,"kind":"request","code":103,"body":' + BODY.encode() + b"}"]
+    data = gzip.compress(b"\n".join(lines) + b"\n")
+    paths = []
+    for name in ("x.jsonl.gz", "X.JSONL.GZ", "y.Jsonl.Gz", "gzipped.jsonl"):
+        (tmp_path / name).write_bytes(data)
+        paths.append(str(tmp_path / name))
+    first = list(file_records(paths[0]))
+    assert [(r["ts"], r["_line"]) for r in first] == [(1, 1), (2, 2)]
+    for path in paths[1:]:
+        assert list(file_records(path)) == [{**r, "_file": path} for r in first], path
+        as_ingested = read_capture_file(path, open_capture, max_line_bytes=10_000, keep_bytes=100)
+        assert [line.text.encode() for line in as_ingested] == lines, path
