@@ -174,8 +174,7 @@ def list_captures(spec: str) -> CaptureListing:
         paths = [p for p in glob.glob(spec, recursive=True) if os.path.lexists(p) and not os.path.isdir(p)]
     if not paths:
         raise CaptureNotFoundError(f"no capture file at {spec}")
-    # a set: glob.glob yields a/**/**/x twice
-    return CaptureListing(list(_stat_all(list(paths))), _stat_all(ignored))
+    return CaptureListing(list(_stat_all(paths)), _stat_all(ignored))  # each once: glob.glob yields a/**/**/x twice
 
 
 def _stat_all(paths: list[str]) -> tuple[CaptureFile, ...]:
