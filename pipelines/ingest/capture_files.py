@@ -6,7 +6,8 @@ pyarrow reaches can be read by the executors. In a directory, files and folders 
 with ``.`` or ``_`` (manifests, markers, files and folders still being written) are skipped; a glob
 reads every file it matches (not the directories). A directory's other files are read when their
 names end in a capture suffix (:data:`CAPTURE_SUFFIXES`, in any case: ``X.JSONL.GZ`` too; not
-``.json`` or ``.json.gz``, :data:`DOCUMENT_SUFFIXES`); the rest (``manifest.json``, ``README.md``),
+``.json`` or ``.json.gz``, :data:`DOCUMENT_SUFFIXES`), or are a rotated log's (``audit.jsonl.1``,
+``audit.jsonl-20241121``: :data:`ROTATED_NAME`); the rest (``manifest.json``, ``README.md``),
 and the links to folders (not followed, as a Hadoop listing does not follow them), are not read but
 named (:attr:`CaptureListing.ignored`), so that a capture under an unexpected name does not vanish
 without a word, and a file that is no capture neither fills the quarantine nor fails the run's
@@ -57,6 +58,10 @@ CAPTURE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".gz", ".log
 #: and its lines read as records would be quarantined one by one, failing the run's quarantine ratio
 #: for a file that is no capture. A glob that matches such a file reads it.
 DOCUMENT_SUFFIXES = (".json", ".json.gz")
+#: A rotated capture log's name, also a capture's: a capture suffix followed by logrotate's number
+#: (``audit.jsonl.1``) or date (``audit.jsonl-20241121``, ``namesrv.log-2024-11-21``). Compressed, the
+#: name ends in ``.gz``, a capture suffix already (``audit.jsonl.2.gz``).
+ROTATED_NAME = re.compile(r"\.(jsonl|ndjson|log)[.-][0-9][0-9-]*$", re.IGNORECASE)
 _MAGIC = re.compile(r"[*?[]")  # glob.has_magic's characters
 _URI_OPTIONS = re.compile(r"\?(?=[\w.-]+=)")  # where pyarrow's URI options start: ?region=eu-west-1
 
@@ -106,9 +111,9 @@ def _hidden(name: str) -> bool:
 
 def _capture_name(name: str) -> bool:
     """Whether a directory's file named ``name`` is a capture file (:data:`CAPTURE_SUFFIXES`, not
-    :data:`DOCUMENT_SUFFIXES`), whatever the case."""
+    :data:`DOCUMENT_SUFFIXES`; or a rotated one, :data:`ROTATED_NAME`), whatever the case."""
     lower = name.lower()
-    return lower.endswith(CAPTURE_SUFFIXES) and not lower.endswith(DOCUMENT_SUFFIXES)
+    return (lower.endswith(CAPTURE_SUFFIXES) and not lower.endswith(DOCUMENT_SUFFIXES)) or ROTATED_NAME.search(name) is not None
 
 
 def _wanted(name: str) -> bool:
@@ -123,7 +128,7 @@ def why_not_read(path: str) -> str:
         return "a link to a folder: not followed"
     if name.lower().endswith(DOCUMENT_SUFFIXES):
         return "not a capture file by name: a .json file holds one JSON document, not JSON Lines"
-    return f"not a capture file by name (not {', '.join(CAPTURE_SUFFIXES)})"
+    return f"not a capture file by name (not {', '.join(CAPTURE_SUFFIXES)}, nor a rotated .jsonl, .ndjson or .log: audit.jsonl.1)"
 
 
 def _walk(directory: str) -> tuple[list[str], list[str]]:

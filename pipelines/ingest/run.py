@@ -26,9 +26,9 @@ re-ingesting the same files adds nothing; skipped files are counted in the run r
 (``files_skipped``), not listed in ``bronze.ingest_files``: a schedule that reads the same directory
 every run would otherwise add a row for every old file at every run. What a capture directory holds
 that is not a capture file by name (``manifest.json``, ``README.md``; :func:`list_captures`) is not
-read, so neither quarantined nor counted in the quarantine ratio: each run lists it in
-``bronze.ingest_files`` (status ``not_capture``, no lines, the reason as detail) and its summary
-names it. A record seen before (same
+read, so neither quarantined nor counted in the quarantine ratio: the first run to find it (under
+its size and modification time) lists it in ``bronze.ingest_files`` (status ``not_capture``, no
+lines, the reason as detail), and every run's summary names it. A record seen before (same
 ``record_id``) counts as a duplicate. A file ingested before under another size or modification
 time (a file still being written, or written anew) is read again. When it is larger than the
 complete part the latest run to read it recorded (``bronze.ingest_files.complete_bytes``: a plain
@@ -206,7 +206,7 @@ class IngestResult:
         shown = ", ".join(self.ignored[:3]) + (f" and {len(self.ignored) - 3} more" if len(self.ignored) > 3 else "")
         return (
             f"not read: {len(self.ignored)} entries of the capture directory are not capture files by name "
-            f"(a name ending in {', '.join(CAPTURE_SUFFIXES)}, any case, but not {', '.join(DOCUMENT_SUFFIXES)}) "
+            f"(a name ending in {', '.join(CAPTURE_SUFFIXES)}, any case, but not {', '.join(DOCUMENT_SUFFIXES)}; or a rotated log's) "
             f"or are links to folders (bronze.ingest_files status not_capture): {shown}"
         )
 
@@ -295,6 +295,18 @@ def _how_read(read: ReadOutcome | None, resumed_file: str | None) -> tuple[int |
 
 def _utc_date(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def _not_listed_before(warehouse: Warehouse, entries: tuple[CaptureFile, ...]) -> list[CaptureFile]:
+    """Of the capture directory's ``entries`` not read (``not_capture``), those that no run has
+    listed under the same size and modification time: a schedule that reads the same directory every
+    run lists a stray file once, not once per run (the summary names it every run)."""
+    if not entries:
+        return []
+    listed = (warehouse.read(INGEST_FILES).where((F.col("status") == "not_capture") & F.col("source_file").isin([f.path for f in entries]))
+              .select("source_file", "size_bytes", "mtime_ms").distinct().collect())
+    seen = {(r.source_file, r.size_bytes, r.mtime_ms) for r in listed}
+    return [f for f in entries if (f.path, f.size_bytes, f.mtime_ms) not in seen]
 
 
 def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tuple[str, int, int]]:
@@ -476,7 +488,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
                           "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) or f.path in repeated else "empty",
                           per_file.get(f.path, 0), None, *_how_read(reads.get(f.path), resumed_files.get(f.path))) for f in to_read]
             file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "not_capture", None, why_not_read(f.path), *_how_read(None, None))
-                          for f in listing.ignored]
+                          for f in _not_listed_before(warehouse, listing.ignored)]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:

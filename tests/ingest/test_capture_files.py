@@ -46,17 +46,20 @@ def test_files_and_folders_whose_names_start_with_a_dot_or_underscore_are_skippe
 
 @pytest.mark.parametrize("how", ["local", "pyarrow"])
 def test_capture_names_match_in_any_case_and_the_other_files_are_named_not_dropped(tmp_path, how) -> None:
-    """``.ndjson`` and upper-case names are captures; a file with another name (a ``.json`` or
+    """``.ndjson`` and upper-case names are captures, and so are logrotate's names of a rotated
+    capture log (a number or a date after the suffix); a file with another name (a ``.json`` or
     ``.json.gz`` one too: one JSON document, not JSON Lines) is not read but listed as ignored, so
     that the run can say so; hidden names are neither."""
-    others = ("m.json", "notes.txt", "sub/N.JSON.gz", "sub/e.csv")
-    for rel in ("A.JSONL.GZ", "b.ndjson", "sub/c.NDJSON.gz", "d.jsonl", *others, "_partial.txt", ".x/f.txt", ".DS_Store"):
+    others = ("m.json", "m.json.1", "notes.txt", "notes.txt.1", "sub/N.JSON.gz", "sub/e.csv", "x.jsonl.bak", "x.jsonl.1.bak")
+    rotated = ("r.jsonl.1", "r.jsonl.12", "r.jsonl-20241121", "sub/n.LOG-2024-11-21", "sub/s.ndjson.3")
+    for rel in ("A.JSONL.GZ", "b.ndjson", "sub/c.NDJSON.gz", "d.jsonl", *rotated, *others, "_partial.txt", ".x/f.txt", ".DS_Store"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("{}\n")
     prefix = "" if how == "local" else "file://"
     listing = list_captures(str(tmp_path)) if how == "local" else _list_remote(f"file://{tmp_path}")
-    assert [f.path for f in listing.files] == [f"{prefix}{tmp_path}/{n}" for n in ("A.JSONL.GZ", "b.ndjson", "d.jsonl", "sub/c.NDJSON.gz")]
-    assert [(f.path, f.size_bytes) for f in listing.ignored] == [(f"{prefix}{tmp_path}/{n}", 3) for n in others]
+    captures = sorted(("A.JSONL.GZ", "b.ndjson", "d.jsonl", "sub/c.NDJSON.gz", *rotated))
+    assert [f.path for f in listing.files] == [f"{prefix}{tmp_path}/{n}" for n in captures]
+    assert [(f.path, f.size_bytes) for f in listing.ignored] == [(f"{prefix}{tmp_path}/{n}", 3) for n in sorted(others)]
 
 
 def test_a_link_to_a_folder_is_not_entered_but_named(tmp_path) -> None:
@@ -83,7 +86,7 @@ def test_the_ingest_summary_names_what_was_not_read() -> None:
     result = IngestResult("r1", 1, 1, 0, 2, 2, 0, 0, {}, 0, None, "succeeded", ignored=tuple(f"/in/{n}" for n in "abcde"))
     assert result.summary().splitlines()[1:] == [
         "not read: 5 entries of the capture directory are not capture files by name (a name ending in .jsonl, "
-        ".jsonl.gz, .ndjson, .ndjson.gz, .gz, .log, any case, but not .json, .json.gz) or are links to folders "
+        ".jsonl.gz, .ndjson, .ndjson.gz, .gz, .log, any case, but not .json, .json.gz; or a rotated log's) or are links to folders "
         "(bronze.ingest_files status not_capture): /in/a, /in/b, /in/c and 2 more"
     ]
     assert "not read" not in IngestResult("r1", 1, 1, 0, 2, 2, 0, 0, {}, 0, None, "succeeded").summary()
@@ -168,7 +171,7 @@ def test_files_not_named_as_captures_are_recorded_as_not_read_and_fill_no_quaran
     result = run_ingest(spark, warehouse, load_settings(), str(capture), "r1")
     assert (result.status, result.files_read, result.lines_read, result.accepted, result.quarantined) == ("succeeded", 1, 1, 1, 0)
     assert warehouse.read(QUARANTINE).isEmpty()
-    by_name = "not a capture file by name (not .jsonl, .jsonl.gz, .ndjson, .ndjson.gz, .gz, .log)"
+    by_name = "not a capture file by name (not .jsonl, .jsonl.gz, .ndjson, .ndjson.gz, .gz, .log, nor a rotated .jsonl, .ndjson or .log: audit.jsonl.1)"
     document = "not a capture file by name: a .json file holds one JSON document, not JSON Lines"
     columns = ["run_id", "source_file", "size_bytes", "mtime_ms", "status", "lines", "detail"]
     expected = [("r1", str(capture / name), *_size_and_mtime(capture / name), status, lines, detail) for name, status, lines, detail in (
@@ -178,6 +181,13 @@ def test_files_not_named_as_captures_are_recorded_as_not_read_and_fill_no_quaran
                        ignore_row_order=True, ignore_nullable=True)
     assert result.summary().splitlines()[-1].endswith(
         f"(bronze.ingest_files status not_capture): {capture}/README.md, {capture}/manifest.json, {capture}/notes.JSON.gz")
+    # the next runs of a schedule find them again: each is listed once, and again once changed
+    (capture / "README.md").write_text("# captures of ns-1, from 03:00\n")
+    again = run_ingest(spark, warehouse, load_settings(), str(capture), "r2")
+    assert again.ignored == result.ignored
+    expected.append(("r2", str(capture / "README.md"), *_size_and_mtime(capture / "README.md"), "not_capture", None, by_name))
+    assert_df_equality(warehouse.read(INGEST_FILES).select(columns), local_frame(spark, expected, StructType([INGEST_FILES.schema[c] for c in columns])),
+                       ignore_row_order=True, ignore_nullable=True)
 
 
 def test_the_quarantine_ratio_leaves_out_the_files_that_could_not_be_read() -> None:

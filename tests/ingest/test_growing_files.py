@@ -482,7 +482,7 @@ def test_the_parts_a_file_may_continue_are_its_own_and_those_with_its_head_large
 @pytest.mark.parametrize("compress", [False, True], ids=["copytruncate", "copytruncate-compress"])
 def test_a_log_rolled_over_by_copy_and_truncate_is_read_once(spark, tmp_path: Path, rolled_lines: list[bytes], compress: bool) -> None:
     """logrotate's ``copytruncate``: ``audit.jsonl`` (read up to line 120, 150 lines since) is copied
-    to ``audit.1.jsonl`` (or compressed to ``audit.jsonl.1.gz``) and cut to nothing, and its writer
+    to ``audit.jsonl.1`` (or compressed to ``audit.jsonl.1.gz``) and cut to nothing, and its writer
     goes on writing it. The copy is read on after the part read as ``audit.jsonl``; ``audit.jsonl``,
     which no longer starts with that part, is read whole, then on as it grows. Each line is read once:
     ``silver.events`` and ``silver.quarantine`` equal one ingest of the files as they are at the end,
@@ -492,7 +492,7 @@ def test_a_log_rolled_over_by_copy_and_truncate_is_read_once(spark, tmp_path: Pa
     logs.mkdir()
     text = lambda lines: b"\n".join(lines) + b"\n"  # noqa: E731
     two, three = rolled_lines[150:300], rolled_lines[300:]
-    copy = logs / ("audit.jsonl.1.gz" if compress else "audit.1.jsonl")  # logrotate's `extension .jsonl` keeps a capture name
+    copy = logs / ("audit.jsonl.1.gz" if compress else "audit.jsonl.1")  # logrotate's names
     (logs / "audit.jsonl").write_bytes(text(two[:120]))
     rolled = Warehouse(str(tmp_path / "wh-rolled"), spark, "delta-rs")
     runs = [run_ingest(spark, rolled, settings, str(logs), "ct-0")]
