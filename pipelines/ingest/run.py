@@ -61,7 +61,7 @@ from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, DOCUMENT_SUFFIXES, CaptureFile, list_captures, open_capture, why_not_read
-from pipelines.ingest.capture_reader import CompletePart, ReadOutcome
+from pipelines.ingest.capture_reader import CompletePart
 from pipelines.ingest.parts_read_before import Repeated, parts_read_before, same_bytes
 from pipelines.ingest.records import ParserLimits
 from pipelines.replay.stale import StaleWindow, late_data_note, mark_stale, new_records_metadata
@@ -244,6 +244,32 @@ class _Stopwatch:
 
 
 @dataclass(frozen=True)
+class _HowRead:
+    """How a run read a file: from byte ``read_from`` (0: whole), its ``complete`` part as read, and
+    the file whose part read before it continued (``resumed_file``: itself grown, or the file it was
+    renamed from; None for a whole read)."""
+
+    read_from: int
+    complete: CompletePart | None
+    resumed_file: str | None = None
+
+    def renamed_from(self, path: str) -> str | None:
+        """The file whose part ``path``, the file read, continued when that is another file (it was
+        renamed or compressed since); None otherwise."""
+        return self.resumed_file if self.resumed_file not in (None, path) else None
+
+    def columns(self) -> tuple[int | None, int | None, int | None, str | None, str | None, str | None]:
+        """``bronze.ingest_files``' read_from, complete_bytes, complete_lines, complete_sha256,
+        complete_head_sha256 and resumed_file."""
+        part = self.complete
+        return (self.read_from, *((part.size, part.lines, part.sha256, part.head_sha256) if part else (None, None, None, None)), self.resumed_file)
+
+
+#: The ``bronze.ingest_files`` columns of :meth:`_HowRead.columns` for a file not read.
+_NOT_READ = (None, None, None, None, None, None)
+
+
+@dataclass(frozen=True)
 class _LineCounts:
     """A run's lines counted by status, by quarantine reason and by file; the files that could not be
     read; how each file was read (absent for a file that yielded no line)."""
@@ -253,8 +279,7 @@ class _LineCounts:
     per_file: dict[str, int]
     unreadable: frozenset[str]
     quarantined_per_file: dict[str, int] = field(default_factory=dict)
-    reads: dict[str, ReadOutcome] = field(default_factory=dict)
-    resumed_files: dict[str, str] = field(default_factory=dict)  #: file -> the file whose part its read resumed after
+    reads: dict[str, _HowRead] = field(default_factory=dict)
 
     @staticmethod
     def of(parsed: DataFrame) -> _LineCounts:
@@ -264,8 +289,7 @@ class _LineCounts:
         per_file: dict[str, int] = {}
         quarantined: dict[str, int] = {}
         unreadable: set[str] = set()
-        reads: dict[str, ReadOutcome] = {}
-        resumed_files: dict[str, str] = {}
+        reads: dict[str, _HowRead] = {}
         # a file's last row alone carries how it was read: its group's maxima are those values
         how_read = [F.max(c).alias(c) for c in ("read_from", "complete_bytes", "complete_lines", "complete_sha256", "complete_head_sha256", "resumed_file")]
         for r in parsed.groupBy("status", "reason", "source_file").agg(F.count(F.lit(1)).alias("count"), *how_read).collect():
@@ -278,19 +302,8 @@ class _LineCounts:
                 unreadable.add(r.source_file)
             if r.read_from is not None:
                 complete = None if r.complete_bytes is None else CompletePart(r.complete_bytes, r.complete_lines, r.complete_sha256, r.complete_head_sha256)
-                reads[r.source_file] = ReadOutcome(r.read_from, complete)
-                if r.resumed_file is not None:
-                    resumed_files[r.source_file] = r.resumed_file
-        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined, reads, resumed_files)
-
-
-def _how_read(read: ReadOutcome | None, resumed_file: str | None) -> tuple[int | None, int | None, int | None, str | None, str | None, str | None]:
-    """``bronze.ingest_files``' read_from, complete_bytes, complete_lines, complete_sha256,
-    complete_head_sha256 and resumed_file of a file read."""
-    if read is None:
-        return (None, None, None, None, None, None)
-    part = read.complete
-    return (read.read_from, *((part.size, part.lines, part.sha256, part.head_sha256) if part else (None, None, None, None)), resumed_file)
+                reads[r.source_file] = _HowRead(r.read_from, complete, r.resumed_file)
+        return _LineCounts(by_status, by_reason, per_file, frozenset(unreadable), quarantined, reads)
 
 
 def _utc_date(ms: int) -> str:
@@ -420,7 +433,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         # (the last line, if it had no newline then)
         with_bad_lines = {p for p, n in counts.quarantined_per_file.items() if n}
         read_again = read_before & with_bad_lines
-        renamed = {p: counts.resumed_files[p] for p in with_bad_lines if counts.resumed_files.get(p, p) != p}
+        renamed = {p: old for p in with_bad_lines if p in counts.reads and (old := counts.reads[p].renamed_from(p)) is not None}
         if read_again or renamed:
             as_read = parsed
             quarantine = warehouse.read(QUARANTINE)
@@ -437,8 +450,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             clock.lap("lines quarantined before")
         by_status, by_reason, per_file, unreadable = counts.by_status, counts.by_reason, counts.per_file, counts.unreadable
         # how each file was read: a file that repeats a part read before as if read after it, to its end
-        reads = {**counts.reads, **{path: ReadOutcome(r.before.part.size, r.complete, r.before.part) for path, r in repeated.items()}}
-        resumed_files = {**counts.resumed_files, **{path: r.before.source_file for path, r in repeated.items()}}
+        reads = {**counts.reads, **{path: _HowRead(r.before.part.size, r.complete, r.before.source_file) for path, r in repeated.items()}}
         events_all = accepted_events(parsed)
         existing_ids = _existing_record_ids(warehouse, events_all)
         if duplicate_ids(events_all, existing_ids).isEmpty():
@@ -486,8 +498,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             warehouse.append(QUARANTINE, quarantined_rows(parsed), commit)
             file_rows = [(run_id, f.path, f.size_bytes, f.mtime_ms,
                           "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) or f.path in repeated else "empty",
-                          per_file.get(f.path, 0), None, *_how_read(reads.get(f.path), resumed_files.get(f.path))) for f in to_read]
-            file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "not_capture", None, why_not_read(f.path), *_how_read(None, None))
+                          per_file.get(f.path, 0), None, *(reads[f.path].columns() if f.path in reads else _NOT_READ)) for f in to_read]
+            file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "not_capture", None, why_not_read(f.path), *_NOT_READ)
                           for f in _not_listed_before(warehouse, listing.ignored)]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
@@ -504,7 +516,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
             duplicates=metrics.duplicates,
             quarantined_before=quarantined_before,
             files_resumed=sum(1 for r in reads.values() if r.read_from),
-            files_renamed=sum(1 for path, resumed in resumed_files.items() if resumed != path),
+            files_renamed=sum(1 for path, how in reads.items() if how.renamed_from(path) is not None),
             quarantined=metrics.quarantined,
             quarantined_by_reason=by_reason,
             new_bodies=n_bodies,
