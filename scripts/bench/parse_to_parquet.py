@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from nsreplay.config import load_settings
 from nsreplay.runtime import build_spark
 from nsreplay.storage.arrow_types import to_arrow_schema
+from nsreplay.storage.backend import hadoop_literal
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.records import ParserLimits
 from pipelines.ingest.transforms import FileToRead, ParseOptions, ReadOptions, accepted_events, as_events, bronze_lines, file_reader, read_capture_records
@@ -76,7 +77,7 @@ def main() -> None:
     parse = ParseOptions(ParserLimits(ingest.known_codes, frozenset(ingest.channel_events)), rules, settings.quality.max_queue_nums, settings.quality.max_perm, ingest.quarantine_keep_bytes)
     read = ReadOptions(ingest.max_line_bytes, ingest.quarantine_keep_bytes)
     started = time.perf_counter()
-    floor_lines = spark.read.text(paths).count()
+    floor_lines = spark.read.text([hadoop_literal(p) for p in paths]).count()  # each file itself, not a glob ([ or { in a name)
     print(f"floor: {floor_lines} lines in {time.perf_counter() - started:.1f} s", flush=True)
 
     for round_no in range(args.rounds):
