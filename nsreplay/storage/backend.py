@@ -92,6 +92,8 @@ class WriteRequest:
     ``where`` was made from, by the files' statistics) and filters rows with ``where``.
     ``user_metadata`` is the JSON stored as the commit's ``userMetadata``; ``write_id`` is unique to this
     call and contained in it, so the committed version can be found in the history afterwards.
+    ``written_since``: the rows ``where`` selects lie only in data files added at or after that
+    version; the delta-rs backend looks for them in those files only (others may ignore it).
     """
 
     spec: TableSpec
@@ -106,6 +108,7 @@ class WriteRequest:
     where: str | None = None
     partitions: Mapping[str, tuple[str | None, ...]] | None = None
     prune: ColumnRange | None = None
+    written_since: int | None = None
 
 
 @dataclass(frozen=True)

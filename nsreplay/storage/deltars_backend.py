@@ -81,7 +81,7 @@ from pyspark.sql import types as T
 
 from nsreplay.storage.arrow_types import dataset, to_arrow_schema
 from nsreplay.storage.backend import Backend, CompactRequest, Compacted, RemoveRequest, RestoreRequest, TableLocation, VacuumRequest, WriteRequest, session_conf, spark_of
-from nsreplay.storage.errors import ConcurrentCommitError, StorageError, UnsupportedPathError
+from nsreplay.storage.errors import ConcurrentCommitError, StorageError, UnsupportedPathError, VersionNotFoundError
 from nsreplay.storage.filesystem import arrow_filesystem
 from nsreplay.storage.snapshots import Snapshots
 from nsreplay.storage.spec import ColumnRange, DataFile, FileColumnStats, FileStatistics, TableSpec, contains_timestamp, nullable_schema
@@ -265,6 +265,8 @@ class DeltaRsBackend(Backend):
             affected = [f for f in self._active_files(table, spec, request.prune) if _in_partitions(f["partition_values"], request.partitions)]
             if request.prune is not None:
                 affected = [f for f in affected if request.prune.may_hold(f["num_records"], *f["range_stats"])]
+            if request.written_since is not None and affected:
+                affected = self._added_since(location, spec, affected, request.written_since)
             if request.where is not None and affected:
                 affected = self._files_matching(spark, spec, location, affected, request.where)
             now = _now_ms()
@@ -295,6 +297,19 @@ class DeltaRsBackend(Backend):
             kept = committed or (bool(moved) and self._landed(table, location, request.write_id, read_version))
             _cleanup(filesystem, root, staging, [] if kept else moved, location.is_local)
         return self._committed_version(table, location, request.write_id, read_version)
+
+    def _added_since(self, location: TableLocation, spec: TableSpec, files: list[dict], version: int) -> list[dict]:
+        """Those of ``files`` (the latest version's) that the table did not hold at ``version - 1``:
+        added at or after ``version`` (a data file never changes, so one held before cannot hold rows
+        written since). All of them when that version cannot be read (its log expired)."""
+        if version <= 0:
+            return files
+        try:
+            before = {f["relative"] for f in self._files_at(location, version - 1, spec)}
+        except (VersionNotFoundError, StorageError, DeltaError, OSError) as exc:
+            log.info("table %s: version %d unreadable (%s); every file is looked at", spec.name, version - 1, _plain(exc))
+            return files
+        return [f for f in files if f["relative"] not in before]
 
     def restore(self, request: RestoreRequest) -> int | None:
         location = request.location

@@ -368,6 +368,7 @@ class Warehouse:
         *,
         where: str | ColumnRange | None = None,
         partitions: Mapping[str, str | None | Sequence[str | None]] | None = None,
+        written_since: int | None = None,
     ) -> int | None:
         """Atomically replace the rows selected by ``where`` and/or ``partitions`` with ``df``'s rows.
 
@@ -386,14 +387,26 @@ class Warehouse:
         rewritten when ``where`` is given, so give ``partitions`` too when the slice lies in known
         partitions. Schema checks, NOT NULL checks, table creation, idempotency, return value and
         concurrency are as for :meth:`append`.
+
+        ``written_since`` (with ``where``): the caller knows that the rows ``where`` selects were all
+        written at or after that version (the commits of the runs whose rows they are, say): data
+        files never change, so only the files added since (by those commits or by rewrites after
+        them) can hold them, and the delta-rs backend opens only those to find them, however long
+        the table's history; a file of the table before that version is not read. When that version
+        can no longer be read from the log, every file is looked at, as without it.
         """
         prune = where if isinstance(where, ColumnRange) else None
         if prune is not None:
             where = prune.sql()
         if where is not None and (not isinstance(where, str) or not where.strip()):
             raise ValueError(f"where must be a non-empty Spark SQL predicate, a ColumnRange or None, got {where!r}")
+        if written_since is not None:
+            if isinstance(written_since, bool) or not isinstance(written_since, int) or written_since < 0:
+                raise ValueError(f"written_since must be an int >= 0 or None, got {written_since!r}")
+            if where is None:
+                raise ValueError("written_since goes with where (the rows it selects)")
         normalized = _normalize_partitions(_check_spec(spec), partitions)
-        return self._write(spec, df, commit, mode="overwrite", where=where, partitions=normalized, prune=prune)
+        return self._write(spec, df, commit, mode="overwrite", where=where, partitions=normalized, prune=prune, written_since=written_since)
 
     def overwrite_counted(
         self,
@@ -640,6 +653,7 @@ class Warehouse:
         where: str | None,
         partitions: dict[str, tuple[str | None, ...]] | None,
         prune: ColumnRange | None,
+        written_since: int | None = None,
     ) -> int | None:
         _check_spec(spec)
         _check_commit(commit)
@@ -674,6 +688,7 @@ class Warehouse:
             where=where,
             partitions=partitions,
             prune=prune,
+            written_since=written_since,
         )
         try:
             version = self._backend.write(request)

@@ -14,7 +14,10 @@ its events would count as the retry's duplicates, and the late records among the
 published window stale.
 Their events, quarantine rows, file marks and bronze lines are deleted in one commit per table,
 bronze last (its commit is what records them as discarded, so a discard stopped halfway is finished
-by the next run), and their files are read again like new ones. Runs before the newest finished run
+by the next run), and their files are read again like new ones. Their rows are looked for only in
+the data files each table gained since the oldest commit of those runs to it, which the Delta log
+names (:func:`written_since`): a data file never changes, so one the table held before cannot hold
+them; the history's files are not opened. Runs before the newest finished run
 are never touched: every ingest discards what it finds at its start, so they were either discarded
 then or were read again by a finished run whose counts rely on them (warehouses from before this
 module).
@@ -137,7 +140,25 @@ def _discard(spark: SparkSession, warehouse: Warehouse, run_id: str, runs: Seque
     commit = CommitInfo(run_id=run_id, job=job, extra={"discarded": listed})
     where = "run_id IN (" + ", ".join(sql_string(r) for r in runs) + ")"
     for spec in tables:
-        _delete(spark, warehouse, spec, where, commit)
+        if warehouse.committed(spec, commit):
+            continue  # done by an earlier try of this discard (the overwrite would skip it too)
+        since = written_since(warehouse.history(spec), runs) if warehouse.exists(spec) else None
+        _delete(spark, warehouse, spec, where, commit, since)
+
+
+def written_since(history: Sequence[Mapping[str, Any]], runs: Iterable[str]) -> int | None:
+    """The oldest version at which any of ``runs`` committed, from a table's ``history`` (newest
+    first, the whole retained log): their rows can only be in the data files added since (by their
+    commits, or by a rewrite after them). With no such commit in a history that goes back to the
+    table's creation (version 0), they hold no row there: the version after the newest. None when the
+    log no longer goes back that far (expired): look at every file."""
+    if not history:
+        return None
+    wanted = set(runs)
+    own = [e["version"] for e in history if e.get("run_id") in wanted]
+    if own:
+        return min(own)
+    return history[0]["version"] + 1 if min(e["version"] for e in history) == 0 else None
 
 
 def commit_job(warehouse: Warehouse, ingest_job: str, run_id: str) -> str:
@@ -161,11 +182,13 @@ def _is_ingest(job: str | None, ingest_job: str) -> bool:
     return job is not None and (job == ingest_job or job.startswith(ingest_job + "@"))
 
 
-def _delete(spark: SparkSession, warehouse: Warehouse, spec: TableSpec, where: str, commit: CommitInfo) -> None:
-    """Delete the rows matching ``where``. The storage module rewrites only the files that hold such
-    rows (it finds them itself), and commits even when there are none, so the bronze commit always
-    records the discard."""
-    warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where)
+def _delete(spark: SparkSession, warehouse: Warehouse, spec: TableSpec, where: str, commit: CommitInfo, since: int | None) -> None:
+    """Delete the rows matching ``where``, which were all written at or after version ``since``
+    (None: unknown). The storage module rewrites only the files that hold such rows, and looks for
+    them among the files added since that version only (:meth:`Warehouse.overwrite`'s
+    ``written_since``), not the whole history's; it commits even when there are none, so the bronze
+    commit always records the discard."""
+    warehouse.overwrite(spec, local_frame(spark, [], spec.schema), commit, where=where, written_since=since)
 
 
-__all__ = ["DISCARD_JOB", "abandoned_runs", "commit_job", "discard_abandoned", "discard_failed_attempt"]
+__all__ = ["DISCARD_JOB", "abandoned_runs", "commit_job", "discard_abandoned", "discard_failed_attempt", "written_since"]

@@ -8,6 +8,7 @@ point does (every commit is atomic, and nothing after it runs)."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from pyspark.sql.types import MapType
 from nsreplay.config import load_settings
 from nsreplay.generator import generate, preset
 from nsreplay.storage import Warehouse
-from pipelines.ingest.abandoned import abandoned_runs
+from pipelines.ingest.abandoned import abandoned_runs, discard_abandoned, written_since
 from pipelines.ingest.run import JOB, run_ingest
 from schemas.bronze import CAPTURES_RAW, INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE, TOPIC_CONFIGS
@@ -170,3 +171,61 @@ def test_only_commits_after_the_newest_finished_run_name_abandoned_runs() -> Non
     assert abandoned_runs(newest_first[:4], {"done"}, JOB) == (("b", "me"), False)
     assert abandoned_runs(newest_first, {"done", "c", "me"}, JOB) == ((), True)  # a finished run id run again
     assert abandoned_runs([commit(None, job=None)], set(), JOB) == ((), False)
+
+
+def with_maps_as_json(df: DataFrame) -> DataFrame:
+    """``df`` with its map columns as sorted JSON (sortable), every other column as it is."""
+    for f in df.schema.fields:
+        if isinstance(f.dataType, MapType):
+            df = df.withColumn(f.name, F.to_json(F.array_sort(F.map_entries(f.name))))
+    return df
+
+
+def test_a_discard_reads_only_the_files_written_since_the_stopped_run(spark, capture, tmp_path) -> None:
+    """The rows of a stopped run are looked for among the data files added since its first commit to
+    each table, not in the whole history's: with every file the tables held before it moved away
+    (unreadable), the discard still deletes its rows, and nothing else: each table is, whole, what it
+    was before the stopped run."""
+    files = sorted(capture.glob("*.jsonl*"))
+    assert len(files) >= 2
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    for i, f in enumerate(files):
+        shutil.copy(f, (first if i < len(files) // 2 else second) / f.name)
+    root = tmp_path / "wh"
+    warehouse = Warehouse(str(root), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), str(first), "first")
+    before = Warehouse(str(tmp_path / "before"), spark, "delta-rs")
+    shutil.copytree(root, before.root)
+    with pytest.raises(Killed):  # events, quarantine rows, file marks and bronze lines committed; no run row
+        run_ingest(spark, StopsBefore(str(root), spark, INGEST_RUNS), load_settings(), str(second), "killed")
+    tables = (CAPTURES_RAW, EVENTS, QUARANTINE, INGEST_FILES)
+    for spec in tables:
+        assert not warehouse.read(spec).where(F.col("run_id") == "killed").isEmpty(), spec.name
+
+    old = [root / Path(f).relative_to(before.root) for spec in tables for f in before.file_uris(spec)]
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    moved = [(f, aside / str(i)) for i, f in enumerate(old)]
+    for src, dst in moved:
+        os.replace(src, dst)
+    try:
+        assert discard_abandoned(spark, warehouse, JOB, "next") == ("killed",)
+    finally:
+        for src, dst in moved:
+            os.replace(dst, src)
+    for spec in tables:
+        assert_df_equality(with_maps_as_json(before.read(spec)), with_maps_as_json(warehouse.read(spec)), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_rows_of_runs_lie_in_the_files_added_since_their_oldest_commit() -> None:
+    def commit(version, run_id):
+        return {"version": version, "run_id": run_id}
+
+    newest_first = [commit(6, "c"), commit(5, "b"), commit(4, "a"), commit(3, "b"), commit(2, "done"), commit(1, None), commit(0, None)]
+    assert written_since(newest_first, ["b", "c"]) == 3
+    assert written_since(newest_first, ["a"]) == 4
+    assert written_since(newest_first, ["never"]) == 7  # the whole log, and no commit of theirs: no row of theirs
+    assert written_since(newest_first[:4], ["never"]) is None  # the log before version 3 expired: it may hold them
+    assert written_since([], ["a"]) is None

@@ -859,6 +859,32 @@ def test_an_overwrite_by_column_range_opens_only_the_files_that_may_hold_it(wh: 
         wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("w1-bad", job="replay"), where=window)
 
 
+def test_an_overwrite_of_rows_written_since_a_version_opens_only_the_files_added_since(wh: Warehouse, spark, monkeypatch) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # versions 1, 2, 3
+        wh.append(EVENTS, events(spark, chunk), commit(f"run{i}"))
+    since_second = relative_files(wh, 3) - relative_files(wh, 1)
+    opened: list[set[str]] = []
+    original = DeltaRsBackend._files_matching
+
+    def spy(self, spark_, spec, location, files, where):
+        opened.append({f["relative"] for f in files})
+        return original(self, spark_, spec, location, files, where)
+
+    monkeypatch.setattr(DeltaRsBackend, "_files_matching", spy)
+    # the caller's word: the rows it deletes were written at version 2 or after; the first file is not read
+    assert wh.overwrite(EVENTS, events(spark, []), commit("discard"), where="code = 105", written_since=2) == 4
+    assert opened == [since_second]
+    assert_same(wh.read(EVENTS), events(spark, [r for r in ROWS if r[3] != 105 or r in ROWS[:2]]))
+    # none written since the latest version: no file is read, and the commit is made all the same
+    assert wh.overwrite(EVENTS, events(spark, []), commit("discard-none"), where="code = 103", written_since=5) == 5
+    assert opened == [since_second]
+    assert_same(wh.read(EVENTS), events(spark, [r for r in ROWS if r[3] != 105 or r in ROWS[:2]]))
+    with pytest.raises(ValueError, match="written_since goes with where"):
+        wh.overwrite(EVENTS, events(spark, []), commit("bad"), written_since=1)
+    with pytest.raises(ValueError, match="written_since must be an int >= 0"):
+        wh.overwrite(EVENTS, events(spark, []), commit("bad"), where="code = 1", written_since=-1)
+
+
 def test_a_read_by_column_range_lists_only_the_files_that_may_hold_it(wh: Warehouse, spark) -> None:
     for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # ts 1-2, 3-4, 5-6: one window each
         wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
