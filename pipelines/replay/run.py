@@ -533,7 +533,14 @@ def replay_window(
     window_to: int | None = None,
     from_last_good: bool = False,
 ) -> ReplayResult:
-    """Replay ``(window_from, window_to]`` and write its gold rows (see module docstring)."""
+    """Replay ``(window_from, window_to]`` and write its gold rows (see module docstring).
+
+    A retry of ``run_id`` whose attempt (:mod:`pipelines.replay.attempts`) wrote its
+    ``gold.replay_runs`` row already (the last of its writes, so every one is done) replays nothing
+    and writes nothing: once the refusals of :func:`_check_run_id_unspent` are passed, it returns
+    what that try recorded (:func:`_recorded_result`), from the Delta log and that one row. A try
+    stopped before its run row (killed between its writes) is replayed again, its done writes
+    skipped; so is a run id whose latest attempt failed its gold check (as its next attempt)."""
     started = time.time()
     for spec in REPLAY_TABLES + (REPLAY_RUNS,):
         warehouse.ensure(spec)
@@ -565,6 +572,11 @@ def replay_window(
     attempt, failed = _this_attempt(warehouse, run_id)
     if failed is None:
         _check_run_id_unspent(warehouse, run_id, events_version, since_publish, attempt)
+        if warehouse.committed(REPLAY_RUNS, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt))):
+            # this attempt's run row, its last write, is there, so all its writes are: every write of
+            # this try would be skipped, so the window is not replayed again (nor another run's
+            # unpublished writes discarded): the result is what that try recorded
+            return _recorded_result(warehouse, run_id, time.time() - started)
     after = _resume_point(warehouse, published, window_from, origins, from_last_good)
     # the ticks replayed: from where the run really starts (the first record, or a last good state)
     check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
@@ -760,9 +772,9 @@ def replay_window(
 
 
 def _recorded_result(warehouse: Warehouse, run_id: str, seconds: float) -> ReplayResult:
-    """The result of a replay of ``run_id`` whose writes were all skipped, an earlier try (of the same
-    attempt) having written them: what that try recorded in ``gold.replay_runs`` (its window, counts
-    and table versions, and when), which the tables hold, rather than what this try computed."""
+    """The result of a replay of ``run_id`` whose writes were all done by an earlier try (of the same
+    attempt): what that try recorded in ``gold.replay_runs`` (its window, counts and table versions,
+    and when), which the tables hold; nothing is computed again."""
     run = written_run(warehouse, run_id)
     summary = json.loads(run["quality"])
     again = summary.get("replayed_again", {})

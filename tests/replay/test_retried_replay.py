@@ -2,21 +2,31 @@
 the task after its run row was committed, or a cleared task): every write is skipped as done, and
 the operator reads that, with the counts the earlier try recorded in ``gold.replay_runs``, not
 counts computed now under a line that says they were written. Once the run id is published, the
-replay stage says that nothing is left to do.
+replay stage says that nothing is left to do. Such a retry replays nothing: it answers with the
+data files of ``silver.events`` gone, which any replay of the window reads. A try stopped before its
+run row (the last of its writes) is replayed again, and records the same counts.
 
 The stage is run as ``jobs/rebuild_routes.py --stage replay`` runs it (its ``stage`` function, on
 the shared Spark session), on a copy of the windowed warehouse, for its fourth window."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 from jobs.rebuild_routes import parse_args, stage
 from nsreplay.config import load_settings
 from nsreplay.runtime import format_ms
 from nsreplay.storage import Warehouse
+from pipelines.replay.run import replay_window
 from schemas.gold import REPLAY_RUNS, REPLAY_TABLES
+from schemas.silver import EVENTS
 
 RUN = "w3"
 
@@ -32,6 +42,23 @@ def without_seconds(line: str) -> str:
     return re.sub(r"; \d+\.\d s$", "; (seconds)", line)
 
 
+@contextmanager
+def events_unreadable(warehouse: Warehouse, aside: Path) -> Iterator[None]:
+    """Every data file of ``silver.events`` moved to ``aside`` (its log left as is), and back after:
+    a replay of any window reads some of them, so one that runs meanwhile fails."""
+    files = [Path(f) for f in warehouse.file_uris(EVENTS)]
+    assert files
+    aside.mkdir()
+    moved = [(f, aside / f"{i}.parquet") for i, f in enumerate(files)]
+    for src, dst in moved:
+        os.replace(src, dst)
+    try:
+        yield
+    finally:
+        for src, dst in moved:
+            os.replace(dst, src)
+
+
 def test_a_replay_retried_after_it_wrote_says_so_with_the_counts_recorded_then(spark, windowed, tmp_path, capsys) -> None:
     root = str(tmp_path / "wh")
     shutil.copytree(windowed[0], root)
@@ -44,9 +71,11 @@ def test_a_replay_retried_after_it_wrote_says_so_with_the_counts_recorded_then(s
     versions = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES + (REPLAY_RUNS,)}
     (written_ms,) = [r.written_ms for r in warehouse.read(REPLAY_RUNS).where(f"run_id = '{RUN}'").collect()]
 
-    # the retry: nothing written, and it says so, with what the first try recorded
+    # the retry: nothing replayed (silver.events cannot be read), nothing written, and it says so,
+    # with what the first try recorded
     said_then = first[0].removeprefix(f"replay {RUN}: ")
-    retried = run_stage(spark, root, ends, "replay", capsys)
+    with events_unreadable(warehouse, tmp_path / "aside-1"):
+        retried = run_stage(spark, root, ends, "replay", capsys)
     assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES + (REPLAY_RUNS,)} == versions
     already = f"replay {RUN}: written already, by an earlier try of this run id at {format_ms(written_ms)}"
     assert [without_seconds(line) for line in retried] == [
@@ -56,8 +85,48 @@ def test_a_replay_retried_after_it_wrote_says_so_with_the_counts_recorded_then(s
 
     run_stage(spark, root, ends, "quality", capsys)
     run_stage(spark, root, ends, "publish", capsys)
-    # once published, retried again: nothing left to do for the stages after it
-    assert [without_seconds(line) for line in run_stage(spark, root, ends, "replay", capsys)] == [
+    # once published, retried again: nothing replayed, nothing left to do for the stages after it
+    with events_unreadable(warehouse, tmp_path / "aside-2"):
+        retried = run_stage(spark, root, ends, "replay", capsys)
+    assert [without_seconds(line) for line in retried] == [
         without_seconds(f"{already}, and published; nothing written now; as recorded then (gold.replay_runs): {said_then}"),
         f"published already: the quality and publish stages of {RUN} have nothing left to do",
     ]
+
+
+class Killed(RuntimeError):
+    """Stands for a SIGKILL of the replay after its gold writes, before its run row."""
+
+
+def test_a_replay_stopped_before_its_run_row_is_replayed_again_by_its_retry(spark, windowed, tmp_path, monkeypatch) -> None:
+    """Every gold table written, the run row not (the try was killed in between): the retry is not
+    one of a run that wrote its window; it replays the window (its gold writes skipped as done),
+    writes the run row, and says what it wrote, as a try never stopped does (on a copy)."""
+    ends = windowed[1]
+    window = {"window_from": ends[2], "window_to": ends[3]}
+    whole = str(tmp_path / "whole")
+    shutil.copytree(windowed[0], whole)
+    never_stopped = replay_window(spark, Warehouse(whole, spark, "delta-rs"), load_settings(), RUN, **window)
+
+    root = str(tmp_path / "wh")
+    shutil.copytree(windowed[0], root)
+    warehouse = Warehouse(root, spark, "delta-rs")
+    append = Warehouse.append
+
+    def killed_at_run_row(self, spec, *args, **kwargs):
+        if spec is REPLAY_RUNS:
+            raise Killed("killed before gold.replay_runs")
+        return append(self, spec, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Warehouse, "append", killed_at_run_row)
+        with pytest.raises(Killed):
+            replay_window(spark, warehouse, load_settings(), RUN, **window)
+    gold = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
+    assert warehouse.read(REPLAY_RUNS).where(f"run_id = '{RUN}'").count() == 0
+
+    retried = replay_window(spark, warehouse, load_settings(), RUN, **window)
+    assert retried.written_before_ms is None
+    assert without_seconds(retried.summary()) == without_seconds(never_stopped.summary())
+    assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == gold  # its writes were done: skipped
+    assert retried.table_versions == gold
