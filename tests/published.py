@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], Any]) -> Any:
@@ -59,6 +59,25 @@ def build_published(spark, tmp_path_factory, config, name: str, directory: Path 
     run_ingest(spark, warehouse, settings, str(capture), f"{name}-ingest")
     run_replay(spark, warehouse, settings, f"{name}-replay")
     return capture, root
+
+
+def published_lines(spark, tmp_path_factory, name: str, file_name: str, lines: Iterable[str]) -> tuple[Path, str, Any]:
+    """Write ``lines`` (without their newlines) as the capture file ``file_name`` of a fresh
+    directory, then ingest, replay and publish it into a fresh warehouse.
+
+    Returns (capture dir, warehouse root, the ingest's result)."""
+    from nsreplay.config import load_settings
+    from nsreplay.storage import Warehouse
+    from pipelines.ingest.run import run_ingest
+    from pipelines.replay.run import run_replay
+
+    capture = tmp_path_factory.mktemp(name)
+    (capture / file_name).write_text("".join(line + "\n" for line in lines))
+    root = str(tmp_path_factory.mktemp(f"{name}-wh"))
+    warehouse = Warehouse(root, spark, "delta-rs")
+    ingested = run_ingest(spark, warehouse, load_settings(), str(capture), f"{name}-ingest")
+    run_replay(spark, warehouse, load_settings(), f"{name}-replay")
+    return capture, root, ingested
 
 
 def own_copy(published: tuple[Path, str], directory: Path) -> tuple[Path, str]:

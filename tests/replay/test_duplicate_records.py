@@ -23,13 +23,11 @@ from typing import Any
 import pytest
 
 from differential import compare_changes, keys_reversed, published_rows
-from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory
 from nsreplay.model.records import broker_heartbeat, namesrv_start, register_broker
 from nsreplay.model.replay import order_records
-from nsreplay.storage import Warehouse
-from pipelines.ingest.run import IngestResult, run_ingest
-from pipelines.replay.run import run_replay
+from pipelines.ingest.run import IngestResult
+from published import published_lines
 from schemas.gold import ROUTE_CHANGES
 
 S = 1732147200000
@@ -74,13 +72,7 @@ def capture_lines() -> list[str]:
 @pytest.fixture(scope="module")
 def duplicates_published(spark, tmp_path_factory) -> tuple[Path, str, IngestResult]:
     """(capture dir, warehouse root, the ingest's result) of the capture, ingested, replayed, published."""
-    capture = tmp_path_factory.mktemp("duplicates")
-    (capture / "dup.jsonl").write_text("".join(line + "\n" for line in capture_lines()))
-    root = str(tmp_path_factory.mktemp("duplicates-wh"))
-    warehouse = Warehouse(root, spark, "delta-rs")
-    ingested = run_ingest(spark, warehouse, load_settings(), str(capture), "dup-ingest")
-    run_replay(spark, warehouse, load_settings(), "dup-replay")
-    return capture, root, ingested
+    return published_lines(spark, tmp_path_factory, "dup", "dup.jsonl", capture_lines())
 
 
 def test_the_ingest_counts_the_respelled_and_null_member_copies_as_duplicates(duplicates_published) -> None:

@@ -21,9 +21,7 @@ from differential import compare_changes, compare_every_tick, quarantined_lines
 from nsreplay.config import load_settings
 from nsreplay.history import PublishedHistory
 from nsreplay.model.records import namesrv_start, register_broker, unregister_broker
-from nsreplay.storage import Warehouse
-from pipelines.ingest.run import run_ingest
-from pipelines.replay.run import run_replay
+from published import published_lines
 
 S = 1732147200000
 NS5, NS49 = "10.0.0.20:9876", "10.0.0.21:9876"
@@ -56,13 +54,7 @@ def capture() -> list[dict]:
 @pytest.fixture(scope="module")
 def negative_published(spark, tmp_path_factory) -> tuple[Path, str, object]:
     """(capture dir, warehouse root, ingest result) of :func:`capture`, ingested, replayed, published."""
-    capture_dir = tmp_path_factory.mktemp("negative-ids")
-    (capture_dir / "capture.jsonl").write_text("".join(json.dumps(r) + "\n" for r in capture()))
-    root = str(tmp_path_factory.mktemp("negative-ids-wh"))
-    warehouse = Warehouse(root, spark, "delta-rs")
-    result = run_ingest(spark, warehouse, load_settings(), str(capture_dir), "negative-ingest")
-    run_replay(spark, warehouse, load_settings(), "negative-replay")
-    return capture_dir, root, result
+    return published_lines(spark, tmp_path_factory, "negative", "capture.jsonl", (json.dumps(r) for r in capture()))
 
 
 def test_records_with_a_negative_broker_id_are_accepted(negative_published) -> None:

@@ -837,10 +837,10 @@ def test_files_carry_min_max_and_null_counts_of_their_integer_columns(wh: Wareho
         assert action["num_records"] == len(content["ts"])
 
 
-def test_an_overwrite_by_column_range_opens_only_the_files_that_may_hold_it(wh: Warehouse, spark, monkeypatch) -> None:
-    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # ts 1-2, 3-4, 5-6: one window each
-        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
-    second_window = relative_files(wh, 2) - relative_files(wh, 1)
+@pytest.fixture
+def opened(monkeypatch) -> list[set[str]]:
+    """The files (relative paths) each overwrite of the delta-rs backend opens to find the rows its
+    predicate selects, a set per overwrite."""
     opened: list[set[str]] = []
     original = DeltaRsBackend._files_matching
 
@@ -849,6 +849,13 @@ def test_an_overwrite_by_column_range_opens_only_the_files_that_may_hold_it(wh: 
         return original(self, spark_, spec, location, files, where)
 
     monkeypatch.setattr(DeltaRsBackend, "_files_matching", spy)
+    return opened
+
+
+def test_an_overwrite_by_column_range_opens_only_the_files_that_may_hold_it(wh: Warehouse, spark, opened: list[set[str]]) -> None:
+    for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # ts 1-2, 3-4, 5-6: one window each
+        wh.append(EVENTS, events(spark, chunk), commit(f"w{i}"))
+    second_window = relative_files(wh, 2) - relative_files(wh, 1)
     replacement = [("10.0.0.1:9876", D2, 3, 999, "new"), ("50%", D1, 4, 999, None)]
     window = ColumnRange("ts", above=2, at_most=4)
     assert wh.overwrite(EVENTS, events(spark, replacement), commit("w1-again", job="replay"), where=window) == 4
@@ -859,18 +866,10 @@ def test_an_overwrite_by_column_range_opens_only_the_files_that_may_hold_it(wh: 
         wh.overwrite(EVENTS, events(spark, ROWS[:1]), commit("w1-bad", job="replay"), where=window)
 
 
-def test_an_overwrite_of_rows_written_since_a_version_opens_only_the_files_added_since(wh: Warehouse, spark, monkeypatch) -> None:
+def test_an_overwrite_of_rows_written_since_a_version_opens_only_the_files_added_since(wh: Warehouse, spark, opened: list[set[str]]) -> None:
     for i, chunk in enumerate((ROWS[:2], ROWS[2:4], ROWS[4:])):  # versions 1, 2, 3
         wh.append(EVENTS, events(spark, chunk), commit(f"run{i}"))
     since_second = relative_files(wh, 3) - relative_files(wh, 1)
-    opened: list[set[str]] = []
-    original = DeltaRsBackend._files_matching
-
-    def spy(self, spark_, spec, location, files, where):
-        opened.append({f["relative"] for f in files})
-        return original(self, spark_, spec, location, files, where)
-
-    monkeypatch.setattr(DeltaRsBackend, "_files_matching", spy)
     # the caller's word: the rows it deletes were written at version 2 or after; the first file is not read
     assert wh.overwrite(EVENTS, events(spark, []), commit("discard"), where="code = 105", written_since=2) == 4
     assert opened == [since_second]
