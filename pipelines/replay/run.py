@@ -468,7 +468,8 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
       would write nothing and publish nothing, and report success;
     * when an earlier attempt of the run id stopped after writing some gold tables from another
       version of ``silver.events`` (an ingest committed in between): the retry would keep those tables
-      and write the others from the new input;
+      and write the others from the new input; or wrote them all (its run row too) and did not
+      publish: the retry would publish the window without the records ingested since;
     * when another run committed to a gold table after this run's write or discard there (a run of
       another id wrote, or discarded this run's writes): the retry would skip its own commits as done
       and publish that run's rows, or the table without its own.
@@ -485,6 +486,7 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             f"it again cannot repair it; re-run it and every window after it, in order: "
             f"nsreplay backfill --warehouse {shlex.quote(warehouse.root)} --from {w.window_from}"
         )
+    complete = warehouse.committed(REPLAY_RUNS, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt)))  # its run row: every write done
     for name, commits in since_publish.items():
         if others_stand(commits, run_id) and any(c["run_id"] == run_id for c in commits):
             # this run's write (or discard) of the table is done, so a retry would skip it again
@@ -498,6 +500,13 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             read = (c.get("extra") or {}).get(EVENTS_VERSION)
             if c["run_id"] == run_id and c["job"] == attempt_job(JOB, attempt) and read is not None \
                     and rows_changed_between(warehouse, int(read), events_version):
+                if complete:
+                    raise RunIdSpentError(
+                        f"run {run_id!r} wrote its window from silver.events version {read} (not published), and silver.events "
+                        f"is at version {events_version} now: a retry would publish the window without the records ingested "
+                        f"since; run the window under another run id (--run-id), which replays it from the input as it is "
+                        f"and discards these writes"
+                    )
                 raise RunIdSpentError(
                     f"run {run_id!r} stopped after writing {name} from silver.events version {read}, and silver.events "
                     f"is at version {events_version} now: a retry would publish tables replayed from different input; "

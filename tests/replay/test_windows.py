@@ -399,20 +399,41 @@ def test_a_run_id_whose_published_window_went_stale_is_refused_with_the_repair(s
     assert latest_publish(warehouse) == published
 
 
-def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, without_late, cuts, tmp_path) -> None:
+@pytest.mark.parametrize("stopped", ["after its run row", "before its run row"])
+def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, without_late, cuts, tmp_path, monkeypatch, stopped: str) -> None:
     """A replay that wrote its gold tables and stopped before its publish may be retried under its run
     id while the input is unchanged (its writes are skipped as done). Once an ingest has committed
-    meanwhile, the retry would keep the tables written from the old input and write the others from
-    the new: it is refused, and the published state stays as it was."""
+    meanwhile, it is refused, saying why, and the published state stays as it was: a try killed
+    before its run row (the last of its writes) would keep the tables written from the old input and
+    write the others from the new; one that wrote them all would publish the window without the
+    records ingested since."""
     warehouse, late = published_without_late_records(spark, without_late, tmp_path)
     before = published_tables(warehouse)
     window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
-    replay_window(spark, warehouse, load_settings(), "stopped", **window)  # written; quality and publish never ran
-    versions = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
-    replay_window(spark, warehouse, load_settings(), "stopped", **window)  # the same input: a retry writes nothing
-    assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == versions
+    if stopped == "after its run row":
+        replay_window(spark, warehouse, load_settings(), "stopped", **window)  # written; quality and publish never ran
+        versions = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
+        replay_window(spark, warehouse, load_settings(), "stopped", **window)  # the same input: a retry writes nothing
+        assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == versions
+        why = r"^run 'stopped' wrote its window from silver\.events version \d+ \(not published\), and silver\.events is at version \d+ now: a retry would publish the window without the records ingested since"
+    else:
+        append = Warehouse.append
+
+        class Killed(RuntimeError):
+            """Stands for a SIGKILL of the replay after its gold writes, before its run row."""
+
+        def killed_at_run_row(self, spec, *args, **kwargs):
+            if spec is REPLAY_RUNS:
+                raise Killed("killed before gold.replay_runs")
+            return append(self, spec, *args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(Warehouse, "append", killed_at_run_row)
+            with pytest.raises(Killed):
+                replay_window(spark, warehouse, load_settings(), "stopped", **window)
+        why = r"^run 'stopped' stopped after writing gold\.\w+ from silver\.events version \d+, and silver\.events is at version \d+ now"
     run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
-    with pytest.raises(RunIdSpentError, match=r"^run 'stopped' stopped after writing gold\.\w+ from silver\.events version \d+, and silver\.events is at version \d+ now"):
+    with pytest.raises(RunIdSpentError, match=why):
         run_replay(spark, warehouse, load_settings(), "stopped", **window)
     after = published_tables(warehouse)
     for name, df in before.items():
