@@ -152,6 +152,7 @@ def read_inflated(data: bytes, resume: Sequence[CompletePart], step: int) -> tup
 @settings(max_examples=300, deadline=None)
 @given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9), head=st.sampled_from([SMALL_HEAD, HEAD_BYTES]),
        members=st.integers(0, 40), flip=st.integers(0, 200))
+@example(before=b"\0\0{{ab\r\n", added=b"", step=1, head=SMALL_HEAD, members=1, flip=0)  # a hole split by the members, in the part
 def test_a_gzip_file_whose_text_starts_with_a_plain_part_is_read_on_after_it_in_its_text(before: bytes, added: bytes, step: int, head: int,
                                                                                          members: int, flip: int) -> None:
     """A plain file read when it held ``before``, then compressed (as one gzip member, or two split
@@ -163,7 +164,8 @@ def test_a_gzip_file_whose_text_starts_with_a_plain_part_is_read_on_after_it_in_
     part's bytes still inflate cleanly, and yields the whole read's lines after it then, none of the
     part's lines being suspect; else it is read whole."""
     with mock.patch.object(capture_reader, "HEAD_BYTES", head):
-        part = read_file(before, step=step)[1].complete
+        first, found = read_file(before, step=step)
+        part = found.complete
         if part is None or before.startswith(b"\x1f\x8b"):
             return
         text = before + added
@@ -171,6 +173,16 @@ def test_a_gzip_file_whose_text_starts_with_a_plain_part_is_read_on_after_it_in_
         gz = gzip.compress(text, mtime=0) if not members else gzip.compress(text[:cut], mtime=0) + gzip.compress(text[cut:], mtime=0)
         whole, again = read_file(gz, step=step)
         resumed, outcome = read_inflated(gz, [part], step)
+        if whole[: part.lines] != first[: part.lines]:
+            # a hole that a member boundary splits within the part is two lines to a read of the
+            # compressed file, one to the plain file's: read on, the lines are numbered on from the
+            # part as the plain file's read numbered it, and are the compressed file's after it
+            assert [line.line_no for line in resumed] == list(range(part.lines + 1, part.lines + 1 + len(resumed)))
+            assert [dataclasses.replace(line, line_no=0) for line in resumed] == [
+                dataclasses.replace(line, line_no=0) for line in whole[len(whole) - len(resumed) :]]
+            assert len(whole) - len(resumed) > part.lines and outcome.read_from == part.size
+            assert outcome.complete == dataclasses.replace(again.complete, lines=part.lines + len(resumed))  # the whole file, numbered so
+            return
         assert resumed == whole[part.lines :]
         assert (outcome.read_from, outcome.resumed, outcome.complete) == (part.size, part, again.complete)
         exact = gzip.compress(before[: part.size], mtime=0)
