@@ -18,8 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import pytest
-
 from jobs.rebuild_routes import parse_args, stage
 from nsreplay.config import load_settings
 from nsreplay.runtime import format_ms
@@ -27,6 +25,7 @@ from nsreplay.storage import Warehouse
 from pipelines.replay.run import replay_window
 from schemas.gold import REPLAY_RUNS, REPLAY_TABLES
 from schemas.silver import EVENTS
+from stopped_runs import killed_before_run_row
 
 RUN = "w3"
 
@@ -94,10 +93,6 @@ def test_a_replay_retried_after_it_wrote_says_so_with_the_counts_recorded_then(s
     ]
 
 
-class Killed(RuntimeError):
-    """Stands for a SIGKILL of the replay after its gold writes, before its run row."""
-
-
 def test_a_replay_stopped_before_its_run_row_is_replayed_again_by_its_retry(spark, windowed, tmp_path, monkeypatch) -> None:
     """Every gold table written, the run row not (the try was killed in between): the retry is not
     one of a run that wrote its window; it replays the window (its gold writes skipped as done),
@@ -111,17 +106,8 @@ def test_a_replay_stopped_before_its_run_row_is_replayed_again_by_its_retry(spar
     root = str(tmp_path / "wh")
     shutil.copytree(windowed[0], root)
     warehouse = Warehouse(root, spark, "delta-rs")
-    append = Warehouse.append
-
-    def killed_at_run_row(self, spec, *args, **kwargs):
-        if spec is REPLAY_RUNS:
-            raise Killed("killed before gold.replay_runs")
-        return append(self, spec, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Warehouse, "append", killed_at_run_row)
-        with pytest.raises(Killed):
-            replay_window(spark, warehouse, load_settings(), RUN, **window)
+    with killed_before_run_row(monkeypatch):
+        replay_window(spark, warehouse, load_settings(), RUN, **window)
     gold = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
     assert warehouse.read(REPLAY_RUNS).where(f"run_id = '{RUN}'").count() == 0
 

@@ -47,6 +47,7 @@ from pipelines.replay.stale import late_data_note, open_stale
 from published import assert_same_history, plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES, STALE_WINDOWS
 from schemas.silver import EVENTS, QUALITY_RESULTS
+from stopped_runs import killed_before_run_row
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = [spec for spec in REPLAY_TABLES if spec is not REPLAY_STATE]
@@ -417,20 +418,8 @@ def test_a_retry_after_an_ingest_is_refused_where_it_would_mix_inputs(spark, wit
         assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == versions
         why = r"^run 'stopped' wrote its window from silver\.events version \d+ \(not published\), and silver\.events is at version \d+ now: a retry would publish the window without the records ingested since"
     else:
-        append = Warehouse.append
-
-        class Killed(RuntimeError):
-            """Stands for a SIGKILL of the replay after its gold writes, before its run row."""
-
-        def killed_at_run_row(self, spec, *args, **kwargs):
-            if spec is REPLAY_RUNS:
-                raise Killed("killed before gold.replay_runs")
-            return append(self, spec, *args, **kwargs)
-
-        with monkeypatch.context() as patch:
-            patch.setattr(Warehouse, "append", killed_at_run_row)
-            with pytest.raises(Killed):
-                replay_window(spark, warehouse, load_settings(), "stopped", **window)
+        with killed_before_run_row(monkeypatch):
+            replay_window(spark, warehouse, load_settings(), "stopped", **window)
         why = r"^run 'stopped' stopped after writing gold\.\w+ from silver\.events version \d+, and silver\.events is at version \d+ now"
     run_ingest(spark, warehouse, load_settings(), str(late), "late-ingest")
     with pytest.raises(RunIdSpentError, match=why):

@@ -1,0 +1,32 @@
+"""A replay stopped between its gold writes and its run row, for the tests of what its retry does."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import pytest
+
+from nsreplay.storage import Warehouse
+from schemas.gold import REPLAY_RUNS
+
+
+class Killed(RuntimeError):
+    """Stands for a SIGKILL of the replay after its gold writes, before its run row."""
+
+
+@contextmanager
+def killed_before_run_row(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Within it, a replay stops (:class:`Killed`, which the block must raise) where it would append
+    its ``gold.replay_runs`` row, the last of its writes: every gold table written, the run row not."""
+    append = Warehouse.append
+
+    def killed_at_run_row(self, spec, *args, **kwargs):
+        if spec is REPLAY_RUNS:
+            raise Killed("killed before gold.replay_runs")
+        return append(self, spec, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Warehouse, "append", killed_at_run_row)
+        with pytest.raises(Killed):
+            yield
