@@ -201,9 +201,6 @@ def test_cpp_client_sends_to_the_historical_master(cpp_client, route_change, tmp
     for t, target in ((T_A, "broker-a"), (T_B, "broker-b")):
         master = brokers(reference(route_change, "orders", t, 63))[target]["0"]
         assert master == f"127.0.0.1:{ports[target]}"
-        # the shim's own answer, read before the client asks: the client's first lookup (3 s at most)
-        # then does not pay the first reads of the published files on a loaded machine
-        assert brokers(source.route(NS, "orders", t, request_version=63))[target]["0"] == master
         seen = []
         with RemotingServerThread(lambda: source, namesrv=NS, as_of=t, on_request=seen.append) as server:
             loopbacks = {name: broker_module.LoopbackBroker(sock) for name, sock in sockets.items()}
