@@ -76,8 +76,9 @@ numbered on from there: exactly the lines a whole read would yield after that po
 the reader at the start of a line, with nothing pending). When the file no longer starts with those
 bytes (written anew, or cut), it is read whole. The part may be another file's: a log that rolls over
 is renamed, and the file under the new name starts with what was read under the old one. A part
-also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes (or of all of it, when shorter;
-:func:`head_sha256s` reads a file's), which tells the parts a file may continue without reading it.
+also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes (of its first half, quarter, …
+of them for a shorter part: :func:`head_length`; :func:`head_sha256s` reads a file's, at each of
+those lengths), which tells the parts a file may continue without reading it.
 A UTF-16/32 text, a file whose bytes after its last newline hold a zero byte and one whose last
 newline comes within its first :data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no
 complete part: they are read whole. A gzip file reports the whole file as its part, whatever it
@@ -110,6 +111,21 @@ CHUNK_BYTES = 4 * 1024 * 1024
 #: How many of a file's first bytes its head fingerprint covers (:attr:`CompletePart.head_sha256`): two
 #: or three records, whose times alone tell apart the files of one writer.
 HEAD_BYTES = 64 * 1024
+#: A part shorter than :data:`HEAD_BYTES` is fingerprinted by its first ``HEAD_BYTES`` / 2, / 4, … bytes
+#: (the longest that it holds; :func:`head_length`), down to / 2 ** this: a file that grew after such a
+#: part and was renamed shows the same first bytes.
+HEAD_HALVINGS = 7
+
+
+def head_lengths() -> tuple[int, ...]:
+    """The lengths a head fingerprint may cover, shortest first: :data:`HEAD_BYTES` and its halves."""
+    return tuple(sorted({HEAD_BYTES >> k for k in range(HEAD_HALVINGS + 1)} - {0}))
+
+
+def head_length(size: int) -> int:
+    """How many of a part's first bytes its head fingerprint covers, for a part of ``size`` bytes: the
+    longest of :func:`head_lengths` it holds, or all of them when it holds none."""
+    return max((n for n in head_lengths() if n <= size), default=size)
 # Compressed bytes inflated per call: ~3 MB of output each. Inflating a whole 4 MB read at once makes
 # ~45 MB objects, and allocating those costs as much again as inflating (one file: 1.1 s -> 0.5 s).
 INFLATE_SLICE_BYTES = 256 * 1024
@@ -698,8 +714,10 @@ class CompletePart:
     ``size`` bytes, holding lines 1 to ``lines`` (the reader's numbering: holes are lines too), whose
     SHA-256 is ``sha256`` (hex). A later read resumes after it while the file still starts with
     those bytes (:func:`read_capture_raw`). ``head_sha256`` is the SHA-256 of its first
-    :data:`HEAD_BYTES` bytes (of all of them, for a shorter part): what a file's head must be for it
-    to continue this part (:func:`head_sha256s`; None: not recorded)."""
+    :func:`head_length` bytes (:data:`HEAD_BYTES`, or fewer for a shorter part): one of the fingerprints
+    a file's first bytes must have for it to continue this part (:func:`head_sha256s`; None: not
+    recorded). A part recorded by an earlier version, shorter than :data:`HEAD_BYTES`, has the SHA-256
+    of all its file's bytes as read then: only a file that is that one still matches it.)"""
 
     size: int
     lines: int
@@ -722,14 +740,14 @@ class ReadOutcome:
 
 class _CompleteTracker:
     """Follows a plain file's bytes as they are read, from ``start`` (hashed into ``digest`` already):
-    where its last newline so far ends, the SHA-256 of the bytes up to there and of the first
-    :data:`HEAD_BYTES` bytes (``head``, if known already), and whether a zero byte came after the
-    last newline. ``start_bytes`` are the file's first bytes when ``start`` is 0 (None: the text is
+    where its last newline so far ends, the SHA-256 of the bytes up to there and of the first bytes
+    of each of :func:`head_lengths` (``heads``: those known already, by length), and whether a zero
+    byte came after the last newline. ``start_bytes`` are the file's first bytes when ``start`` is 0 (None: the text is
     known to be UTF-8), to tell a UTF-16/32 text, which cannot resume. ``whole``: the bytes are a gzip
     file's, whose part is the whole file (:meth:`complete`)."""
 
-    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"", head: str | None = None,
-                 *, whole: bool = False) -> None:
+    def __init__(self, start: int = 0, digest: hashlib._Hash | None = None, start_bytes: bytes | None = b"",
+                 heads: dict[int, str] | None = None, *, whole: bool = False) -> None:
         self._whole = whole
         self._digest = digest if digest is not None else hashlib.sha256()
         self._position = start
@@ -737,21 +755,29 @@ class _CompleteTracker:
         self._complete_digest = self._digest.copy()
         self._zero_after = False
         self._start_bytes = start_bytes
-        self._head = head
+        self._heads = dict(heads or {})
+        self._lengths = head_lengths()
 
     def chunks(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """``chunks``, passed on unchanged, followed."""
         for chunk in chunks:
             if self._start_bytes is not None and len(self._start_bytes) < _START_BYTES:
                 self._start_bytes += bytes(chunk[: _START_BYTES - len(self._start_bytes)])
-            cut = HEAD_BYTES - self._position
-            if self._head is None and 0 < cut <= len(chunk):  # the head ends in this chunk
-                self._follow(chunk, 0, cut)
-                self._head = self._digest.copy().hexdigest()
-                self._follow(chunk, cut, len(chunk))
-            else:
-                self._follow(chunk, 0, len(chunk))
+            base = self._position
+            done = 0
+            for length in self._lengths:
+                if base < length <= base + len(chunk) and length not in self._heads:  # a head ends in this chunk
+                    self._follow(chunk, done, length - base)
+                    self._heads[length] = self._digest.copy().hexdigest()
+                    done = length - base
+            if done < len(chunk):
+                self._follow(chunk, done, len(chunk))
             yield chunk
+
+    def _head(self, size: int, sha: str) -> str | None:
+        """The head fingerprint of a part of the first ``size`` bytes, whose SHA-256 is ``sha``."""
+        length = head_length(size)
+        return sha if length == size else self._heads.get(length)
 
     def _follow(self, chunk: bytes, start: int, end: int) -> None:
         """Follow ``chunk[start:end]``, the bytes at the current position."""
@@ -778,7 +804,7 @@ class _CompleteTracker:
         byte for byte, holds the lines read (a renamed copy: ``pipelines.ingest.parts_read_before``)."""
         if self._whole:
             whole = self._digest.hexdigest()
-            return CompletePart(self._position, last_line_no, whole, self._head if self._position >= HEAD_BYTES else whole)
+            return CompletePart(self._position, last_line_no, whole, self._head(self._position, whole))
         if self._zero_after or self._complete_end < _START_BYTES:
             # a hole after the last newline may be several lines: where they start is not known; and
             # bytes after a shorter part may yet make the file's start a UTF-16/32 one
@@ -787,7 +813,7 @@ class _CompleteTracker:
             return None  # read as its UTF-8 form: its newlines are not these bytes
         rest_is_a_line = self._position > self._complete_end  # the last line, without a newline
         sha = self._complete_digest.hexdigest()
-        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, sha, self._head if self._complete_end >= HEAD_BYTES else sha)
+        return CompletePart(self._complete_end, last_line_no - rest_is_a_line, sha, self._head(self._complete_end, sha))
 
 
 def read_raw_stream(stream: BinaryIO, *, max_line_bytes: int, keep_bytes: int, outcome: ReadOutcome | None = None) -> Iterator[RawLine]:
@@ -830,33 +856,51 @@ def _chunks_of(stream: BinaryIO, size: int) -> Iterator[bytes]:
         yield chunk
 
 
-def head_sha256s(stream: BinaryIO) -> tuple[str, str | None]:
-    """The head fingerprints of a file: the SHA-256 of its first :data:`HEAD_BYTES` bytes (of all of
-    them, when it has fewer), and, for a gzip file, of its inflated text's (a compressed file may
-    continue a plain file's :class:`CompletePart` only if this is the part's ``head_sha256``; None for
-    a plain file, or a gzip file whose first bytes do not inflate cleanly: damage, a gap or a cut, and
-    it is read whole). Reads as few bytes as that takes."""
+def _prefix_sha256s(first: bytes) -> tuple[str, ...]:
+    """The head fingerprints of bytes that start with ``first`` (at most :data:`HEAD_BYTES` of them,
+    all there are when fewer): the SHA-256 of their first bytes for each of :func:`head_lengths` they
+    hold, and of all of ``first`` when shorter than :data:`HEAD_BYTES`, longest first."""
+    digest = hashlib.sha256()
+    shas = []
+    done = 0
+    for length in head_lengths():
+        if length > len(first):
+            break
+        digest.update(first[done:length])
+        done = length
+        shas.append(digest.copy().hexdigest())
+    if done < len(first):
+        digest.update(first[done:])
+        shas.append(digest.hexdigest())
+    return tuple(reversed(shas))
+
+
+def head_sha256s(stream: BinaryIO) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """The head fingerprints of a file (:func:`_prefix_sha256s`; the first is the SHA-256 of its first
+    :data:`HEAD_BYTES` bytes, of all of them when it has fewer): a file may continue a
+    :class:`CompletePart` only if the part's ``head_sha256`` is one of them. Then, for a gzip file,
+    those of its inflated text (a compressed file may continue a plain file's part only if the part's
+    ``head_sha256`` is one of these); None for a plain file, or a gzip file whose first bytes do not
+    inflate cleanly: damage, a gap or a cut, and it is read whole. Reads as few bytes as that takes."""
     first = b""
     while len(first) < HEAD_BYTES and (more := stream.read(HEAD_BYTES - len(first))):
         first += more
-    raw = hashlib.sha256(first).hexdigest()
+    raw = _prefix_sha256s(first)
     if not first.startswith(GZIP_MAGIC):
         return raw, None
-    digest = hashlib.sha256()
-    left = HEAD_BYTES
+    text = bytearray()
     try:
         for chunk in _gunzip_chunks(itertools.chain([first], _chunks_of(stream, HEAD_BYTES))):
             if chunk is MEMBER_START:
                 continue
             if not chunk:  # a member that failed its check, or a gap
                 return raw, None
-            digest.update(chunk[:left])
-            left -= min(left, len(chunk))
-            if not left:
+            text += chunk[: HEAD_BYTES - len(text)]
+            if len(text) == HEAD_BYTES:
                 break
     except _Truncated:
         return raw, None
-    return raw, digest.hexdigest()
+    return raw, _prefix_sha256s(bytes(text))
 
 
 def _after_inflated_part(text: Iterator[bytes], part: CompletePart) -> Iterator[bytes] | None:
@@ -927,16 +971,18 @@ def inflates_to(path: str, opener: Callable[[str], BinaryIO], parts: Sequence[Co
     return None if at is None else (at, tracker.complete(parts[at].lines))
 
 
-def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, str | None, bool] | None:
+def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, dict[int, str], bool] | None:
     """Read the first ``part.size`` bytes of ``stream`` and hash them: when they are ``part``'s bytes,
-    the running digest, the file's head fingerprint if they hold it and whether they start as gzip
-    does (the stream is then just past them); None when they differ or are fewer."""
+    the running digest, the file's head fingerprints they hold (by length, :func:`head_lengths`) and
+    whether they start as gzip does (the stream is then just past them); None when they differ or are
+    fewer. A part of :data:`HEAD_BYTES` or more whose head differs is left after those bytes."""
     digest = hashlib.sha256()
-    head = None
+    heads: dict[int, str] = {}
+    lengths = head_lengths()
     start = b""
     position = 0
     while position < part.size:
-        upto = HEAD_BYTES if position < HEAD_BYTES <= part.size else part.size
+        upto = next((n for n in lengths if position < n <= part.size), part.size)
         chunk = stream.read(min(CHUNK_BYTES, upto - position))
         if not chunk:
             return None
@@ -944,11 +990,11 @@ def _same_start(stream: BinaryIO, part: CompletePart) -> tuple[hashlib._Hash, st
         if len(start) < len(GZIP_MAGIC):
             start += chunk[: len(GZIP_MAGIC) - len(start)]
         position += len(chunk)
-        if position == HEAD_BYTES:
-            head = digest.copy().hexdigest()
-            if part.head_sha256 is not None and head != part.head_sha256:
+        if position in lengths:
+            heads[position] = digest.copy().hexdigest()
+            if position == HEAD_BYTES and part.head_sha256 is not None and heads[position] != part.head_sha256:
                 return None
-    return (digest, head, start == GZIP_MAGIC) if digest.hexdigest() == part.sha256 else None
+    return (digest, heads, start == GZIP_MAGIC) if digest.hexdigest() == part.sha256 else None
 
 
 def starts_with(path: str, opener: Callable[[str], BinaryIO], part: CompletePart) -> bool:
@@ -982,11 +1028,11 @@ def _resumed_inflated(stream: BinaryIO, part: CompletePart, *, max_line_bytes: i
     return lines()
 
 
-def _resumed_lines(stream: BinaryIO, part: CompletePart, digest: hashlib._Hash, head: str | None, *, max_line_bytes: int, keep_bytes: int,
-                   outcome: ReadOutcome | None) -> Iterator[RawLine]:
+def _resumed_lines(stream: BinaryIO, part: CompletePart, digest: hashlib._Hash, heads: dict[int, str], *, max_line_bytes: int,
+                   keep_bytes: int, outcome: ReadOutcome | None) -> Iterator[RawLine]:
     """The lines after ``part``, the stream being just past it: plain text (neither gzip nor a wide
     encoding is looked for there, as a whole read does not look for them mid-file)."""
-    tracker = _CompleteTracker(part.size, digest, start_bytes=None, head=head)
+    tracker = _CompleteTracker(part.size, digest, start_bytes=None, heads=heads)
     last = part.lines
     for line in split_lines(_holes(tracker.chunks(_raw_chunks(stream))), max_line_bytes=max_line_bytes, keep_bytes=keep_bytes,
                             first_line_no=part.lines + 1):
@@ -1037,13 +1083,13 @@ def read_capture_raw(
                 same = _same_start(stream, part)
                 if same is None:
                     continue
-                digest, head, gzipped = same
+                digest, heads, gzipped = same
                 if gzipped:  # a gzip file's part is the whole file as read: what follows it is read with it
                     break
                 produced = part.lines
                 if outcome is not None:
                     outcome.read_from, outcome.resumed = part.size, part
-                for line in _resumed_lines(stream, part, digest, head, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
+                for line in _resumed_lines(stream, part, digest, heads, max_line_bytes=max_line_bytes, keep_bytes=keep_bytes, outcome=outcome):
                     produced = line.line_no
                     yield line
                 return

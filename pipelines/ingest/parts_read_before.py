@@ -10,8 +10,9 @@ quarantined again, under either name.
 Which parts a file may continue: its own path's latest part, and the latest part of every other
 path whose first ``capture_reader.HEAD_BYTES`` bytes were the same as the file's now (their SHA-256,
 ``complete_head_sha256``; the driver reads those bytes of each file to read, on its own, before the
-tasks start; a part shorter than that only matches a file that is as long as it); in both cases only
-a part no longer than the file. The largest parts first, at most
+tasks start; a part shorter than that is fingerprinted by its first half, quarter, … of them,
+``capture_reader.head_length``, and the driver hashes each file's first bytes at each of those
+lengths too); in both cases only a part no longer than the file. The largest parts first, at most
 :data:`MAX_PARTS` of them: the reader tries them in turn, and one that shares the head but not the
 rest costs a read of its bytes. A file exactly as long as one of its parts (renamed and not grown
 since, as the older files are each time a numbered log rolls over; or touched) has no line to read
@@ -58,8 +59,8 @@ class FileHeads:
     """A file's head fingerprints (``capture_reader.head_sha256s``): of its bytes, and, for a gzip
     file, of its inflated text (None otherwise)."""
 
-    raw: str
-    text: str | None = None
+    raw: tuple[str, ...]
+    text: tuple[str, ...] | None = None
 
 
 def file_heads(files: Iterable[CaptureFile], opener: Callable[[str], BinaryIO]) -> dict[str, FileHeads]:
@@ -86,17 +87,18 @@ def _first_of_each(parts: list[PartReadBefore]) -> list[PartReadBefore]:
     return list({p.part: p for p in reversed(parts)}.values())[::-1]
 
 
-def parts_to_try(file: CaptureFile, head: str | None, own: CompletePart | None,
-                 by_head: Mapping[str, Iterable[PartReadBefore]], text_head: str | None = None) -> tuple[PartReadBefore, ...]:
+def parts_to_try(file: CaptureFile, heads: Iterable[str], own: CompletePart | None,
+                 by_head: Mapping[str, Iterable[PartReadBefore]], text_heads: Iterable[str] = ()) -> tuple[PartReadBefore, ...]:
     """The parts ``file`` may continue (see the module contract), largest first: ``own``, its path's
-    latest part, and the parts of other paths recorded with its ``head`` (``by_head``: latest read
-    first). The same part recorded for several paths (a file renamed twice) is given once, as the
-    file's own or else as the file's that read it last: the file it was renamed from. Then, for a gzip
-    file, the parts recorded with its inflated text's head (``text_head``), ``inflated``, likewise."""
+    latest part, and the parts of other paths recorded with one of its ``heads`` (fingerprints,
+    longest first; ``by_head``: latest read first). The same part recorded for several paths (a file
+    renamed twice) is given once, as the file's own or else as the file's that read it last: the file
+    it was renamed from. Then, for a gzip file, the parts recorded with one of its inflated text's
+    heads (``text_heads``), ``inflated``, likewise."""
     parts = [PartReadBefore(file.path, own)] if own is not None else []
-    parts += [p for p in by_head.get(head, ()) if p.source_file != file.path] if head is not None else []
+    parts += [p for head in heads for p in by_head.get(head, ()) if p.source_file != file.path]
     fit = sorted((p for p in _first_of_each(parts) if p.part.size <= file.size_bytes), key=lambda p: -p.part.size)  # stable: ties keep that order
-    of_text = [PartReadBefore(p.source_file, p.part, inflated=True) for p in by_head.get(text_head, ())] if text_head is not None else []
+    of_text = [PartReadBefore(p.source_file, p.part, inflated=True) for head in text_heads for p in by_head.get(head, ())]
     inflated = sorted(_first_of_each(of_text), key=lambda p: -p.part.size)
     return tuple(fit[:MAX_PARTS]) + tuple(inflated[:MAX_PARTS])
 
@@ -153,7 +155,7 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
     own_paths = sorted({f.path for f in files} & read_before)
     if not own_paths and not heads:
         return {}
-    fingerprints = {h.raw for h in heads.values()} | {h.text for h in heads.values() if h.text is not None}
+    fingerprints = {sha for h in heads.values() for sha in (*h.raw, *(h.text or ()))}
     wanted = F.col("source_file").isin(own_paths) | F.col("complete_head_sha256").isin(sorted(fingerprints))
     recorded = warehouse.read(INGEST_FILES).where(F.col("complete_bytes").isNotNull() & wanted)
     started = warehouse.read(INGEST_RUNS).select("run_id", "started_ms")
@@ -174,8 +176,8 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
     latest_first = {head: [p for _, p in sorted(parts, key=lambda x: x[0], reverse=True)] for head, parts in by_head.items()}
 
     def parts_of(file: CaptureFile) -> tuple[PartReadBefore, ...]:
-        head = heads.get(file.path)
-        return parts_to_try(file, head and head.raw, own[file.path][1] if file.path in own else None, latest_first, head and head.text)
+        head = heads.get(file.path, FileHeads(()))
+        return parts_to_try(file, head.raw, own[file.path][1] if file.path in own else None, latest_first, head.text or ())
 
     chosen = {f.path: parts_of(f) for f in files}
     return {path: parts for path, parts in chosen.items() if parts}

@@ -90,6 +90,9 @@ def read_file(data: bytes, *, resume: Sequence[CompletePart] = (), step: int = 1
 #: A head of a few bytes, for the generated files below: their parts then have heads, and files
 #: that share one.
 SMALL_HEAD = 6
+#: A head longer than most of their parts, which are then fingerprinted by their first 20, 10, 5, …
+#: bytes (``capture_reader.head_length``).
+MID_HEAD = 40
 
 
 #: Pieces of a file's bytes: text, newlines, carriage returns, holes, bytes that are not UTF-8, a
@@ -100,8 +103,9 @@ FILE_BYTES = st.lists(PIECES, max_size=30).map(b"".join)
 
 
 @settings(max_examples=400, deadline=None)
-@given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9), head=st.sampled_from([SMALL_HEAD, HEAD_BYTES]))
+@given(before=FILE_BYTES, added=FILE_BYTES, step=st.integers(1, 9), head=st.sampled_from([SMALL_HEAD, MID_HEAD, HEAD_BYTES]))
 @example(before=codecs.BOM_UTF16_LE + b"\n", added=b"\0{\0\n\0", step=4, head=HEAD_BYTES)  # the bytes after make it UTF-16
+@example(before=b'{"a":1}\n{"b":22}\n{"c":333}\n{', added=b'"d":4}\n', step=5, head=MID_HEAD)  # a part of 30 bytes: its head, its first 20
 @example(before=b"{a}\n{b}\n{c", added=b"}\n\0\0", step=3, head=HEAD_BYTES)
 @example(before=b"{a}\n{b}\n{c", added=b"}\n\0\0", step=3, head=SMALL_HEAD)
 def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yields_after_it(before: bytes, added: bytes, step: int,
@@ -110,7 +114,7 @@ def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yi
     grown, or renamed since: the reader sees bytes only): resumed after the complete part the first
     read reported, the second read yields exactly the whole read's lines after that part, and
     reports the same complete part, whose head is its first ``head`` bytes' SHA-256 when it holds
-    them; the first read's lines up to the part are the whole read's too. Given other parts as
+    them (else of its first half, quarter, … of them), one of the grown file's head fingerprints; the first read's lines up to the part are the whole read's too. Given other parts as
     well, it resumes after the largest one it starts with. Resumed after a part the file no longer
     starts with, it is read whole."""
     with mock.patch.object(capture_reader, "HEAD_BYTES", head):
@@ -126,7 +130,9 @@ def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yi
             return
         assert before[: part.size].endswith(b"\n") and b"\n" not in before[part.size :]
         assert part.sha256 == hashlib.sha256(before[: part.size]).hexdigest()
-        assert part.head_sha256 == hashlib.sha256(before[: min(head, part.size)]).hexdigest()
+        assert part.head_sha256 == hashlib.sha256(before[: capture_reader.head_length(part.size)]).hexdigest()
+        if part.size >= min(capture_reader.head_lengths()):  # how the grown file is found (a shorter part: only by a file that is it)
+            assert part.head_sha256 in capture_reader.head_sha256s(io.BytesIO(before + added))[0]
         assert first[: part.lines] == whole[: part.lines] and all(not line.unterminated for line in first[: part.lines])
         resumed, outcome = read_file(before + added, resume=[part], step=step)
         assert resumed == whole[part.lines :]
@@ -470,25 +476,30 @@ def test_the_parts_a_file_may_continue_are_its_own_and_those_with_its_head_large
                      PartReadBefore("/logs/other.jsonl", part(600)), PartReadBefore("/logs/audit.2.jsonl", part(100)),
                      PartReadBefore("/logs/copy.jsonl", part(500, "t"))],
                "g": [PartReadBefore("/logs/g.jsonl", part(200, head="g"))]}
-    assert parts_to_try(file, "h", part(400, "o", "x"), by_head) == (
+    assert parts_to_try(file, ("h",), part(400, "o", "x"), by_head) == (
         PartReadBefore("/logs/copy.jsonl", part(500, "t")),  # as long as the file: it may be that part whole
         PartReadBefore("/logs/audit.2.jsonl", part(400, "o", "x")),  # its own, whatever its head
         PartReadBefore("/logs/audit.1.jsonl", part(300)),  # the same part read as audit.jsonl before: once, as read last
     )  # not: a longer part, another head, its own path's part recorded under the head (the own part is its latest)
-    assert parts_to_try(file, None, None, by_head) == ()
-    assert parts_to_try(file, "g", part(300), by_head) == (PartReadBefore("/logs/audit.2.jsonl", part(300)), PartReadBefore("/logs/g.jsonl", part(200, head="g")))
+    assert parts_to_try(file, (), None, by_head) == ()
+    assert parts_to_try(file, ("g",), part(300), by_head) == (PartReadBefore("/logs/audit.2.jsonl", part(300)), PartReadBefore("/logs/g.jsonl", part(200, head="g")))
     many = {"h": [PartReadBefore(f"/logs/a{i}.jsonl", part(100 + i)) for i in range(10)]}
-    assert [p.source_file for p in parts_to_try(file, "h", None, many)] == [f"/logs/a{i}.jsonl" for i in (9, 8, 7, 6)][:MAX_PARTS]
+    assert [p.source_file for p in parts_to_try(file, ("h",), None, many)] == [f"/logs/a{i}.jsonl" for i in (9, 8, 7, 6)][:MAX_PARTS]
     # a gzip file: then the parts recorded with its inflated text's head, whatever their size (its
     # text is longer than its bytes), largest first, each once
-    assert parts_to_try(file, "g", None, by_head, text_head="h") == (
+    assert parts_to_try(file, ("g",), None, by_head, text_heads=("h",)) == (
         PartReadBefore("/logs/g.jsonl", part(200, head="g")),
         PartReadBefore("/logs/other.jsonl", part(600), inflated=True),
         PartReadBefore("/logs/copy.jsonl", part(500, "t"), inflated=True),
         PartReadBefore("/logs/audit.1.jsonl", part(300), inflated=True),
         PartReadBefore("/logs/audit.2.jsonl", part(100), inflated=True),
     )
-    assert len(parts_to_try(file, None, None, many, text_head="h")) == MAX_PARTS
+    assert len(parts_to_try(file, (), None, many, text_heads=("h",))) == MAX_PARTS
+    # a file's fingerprints at several lengths (its first 64 KiB, 32 KiB, ...): the parts recorded
+    # with any of them, largest first, each once
+    assert parts_to_try(file, ("x", "g", "h"), None, by_head) == (
+        PartReadBefore("/logs/copy.jsonl", part(500, "t")), PartReadBefore("/logs/audit.1.jsonl", part(300)),
+        PartReadBefore("/logs/g.jsonl", part(200, head="g")))
 
 
 @pytest.mark.parametrize("compress", [False, True], ids=["copytruncate", "copytruncate-compress"])
@@ -605,5 +616,50 @@ def test_a_log_compressed_as_it_rolls_over_is_read_once_under_all_its_names(spar
     first_name = (F.when(name == "audit.4.jsonl.gz", "audit.1.jsonl.gz")
                   .when((name == "audit.3.jsonl.gz") & (F.col("line_no") > 120), "audit.1.jsonl.gz").otherwise("audit.jsonl"))
     first_read_as = lambda df: df.withColumn("source_file", F.regexp_replace("source_file", r"[^/]+$", first_name))  # noqa: E731
+    assert_df_equality(plain(rolled.read(EVENTS)), plain(first_read_as(once.read(EVENTS))), ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(rolled.read(QUARANTINE).drop("run_id"), first_read_as(once.read(QUARANTINE)).drop("run_id"), ignore_row_order=True)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["renamed", "compressed"])
+def test_a_log_shorter_than_the_head_grown_and_rolled_is_read_on_after_the_part_read(spark, tmp_path: Path, rolled_lines: list[bytes],
+                                                                                     compress: bool) -> None:
+    """A quiet NameServer's ``audit.jsonl``, read while shorter than HEAD_BYTES (its part fingerprinted
+    by its first 32 KiB, 16 KiB, …: ``capture_reader.head_length``), grows by ten lines and rolls over:
+    renamed ``audit.jsonl.1``, or compressed to ``audit.jsonl.1.gz``. The rolled file is read on after
+    the part read as ``audit.jsonl``, not read whole: no line is a duplicate and no bad line is
+    quarantined again, and ``silver.events`` and ``silver.quarantine`` equal one ingest of the files
+    as they are at the end, but for the name each line was first read under."""
+    settings = load_settings()
+    logs = tmp_path / "captures"
+    logs.mkdir()
+    text = lambda lines: b"\n".join(lines) + b"\n"  # noqa: E731
+    n = max(k for k in range(1, len(rolled_lines)) if len(text(rolled_lines[:k])) < HEAD_BYTES // 2)
+    grown, new = rolled_lines[: n + 10], rolled_lines[n + 10 : n + 15]
+    assert n > 31 and len(text(grown)) < HEAD_BYTES  # both bad lines put in (11, 31) are in the part read; every file is short
+    rolled_name = "audit.jsonl.1.gz" if compress else "audit.jsonl.1"
+
+    rolled = Warehouse(str(tmp_path / "wh-rolled"), spark, "delta-rs")
+    (logs / "audit.jsonl").write_bytes(text(rolled_lines[:n]))
+    first = run_ingest(spark, rolled, settings, str(logs), "small-0")
+    (logs / "audit.jsonl").unlink()
+    (logs / rolled_name).write_bytes(gzip.compress(text(grown), mtime=0) if compress else text(grown))  # grown, then rolled
+    (logs / "audit.jsonl").write_bytes(text(new))
+    second = run_ingest(spark, rolled, settings, str(logs), "small-1")
+    once = Warehouse(str(tmp_path / "wh-once"), spark, "delta-rs")
+    run_ingest(spark, once, settings, str(logs), "once")
+
+    files = {(r.run_id, r.source_file.rsplit("/", 1)[-1]): r for r in rolled.read(INGEST_FILES).collect()}
+    how = {key: (r.read_from, r.lines, r.resumed_file and r.resumed_file.rsplit("/", 1)[-1]) for key, r in files.items()}
+    assert how == {
+        ("small-0", "audit.jsonl"): (0, n, None),
+        ("small-1", rolled_name): (len(text(rolled_lines[:n])), 10, "audit.jsonl"),  # read on: lines n+1 to n+10
+        ("small-1", "audit.jsonl"): (0, 5, None),
+    }
+    assert (first.quarantined, second.duplicates, second.quarantined_before) == (2, 0, 0)
+    assert [(r.files_read, r.files_resumed, r.files_renamed) for r in (first, second)] == [(1, 0, 0), (2, 1, 1)]
+
+    name = F.regexp_extract("source_file", r"[^/]*$", 0)
+    first_read_as = lambda df: df.withColumn("source_file", F.when(  # noqa: E731
+        (name == rolled_name) & (F.col("line_no") <= n), F.regexp_replace("source_file", r"[^/]+$", "audit.jsonl")).otherwise(F.col("source_file")))
     assert_df_equality(plain(rolled.read(EVENTS)), plain(first_read_as(once.read(EVENTS))), ignore_row_order=True, ignore_nullable=True)
     assert_df_equality(rolled.read(QUARANTINE).drop("run_id"), first_read_as(once.read(QUARANTINE)).drop("run_id"), ignore_row_order=True)

@@ -30,6 +30,7 @@ from nsreplay.protocol.register_body import (
     encode_register_body_bytes,
 )
 from nsreplay.storage import Warehouse
+from pipelines.ingest.capture_reader import HEAD_BYTES
 from pipelines.ingest.run import FileQuarantine, IngestQualityError, QuarantineReason, run_ingest, worst_files
 from pipelines.ingest.transforms import duplicate_ids
 from schemas import ALL_TABLES
@@ -294,28 +295,32 @@ def test_a_copied_file_is_listed_with_the_file_it_copies_and_not_read(spark, ing
         (str(tmp_path / "copy-of-good.jsonl"), "read", 0, size, size, str(root / "good.jsonl"))]
 
 
-def test_a_copy_with_a_line_more_is_read_whole_and_all_duplicates(spark, ingested, matrix, tmp_path) -> None:
+def test_a_copy_with_a_line_more_is_read_on_after_the_file_it_copies(spark, ingested, matrix, tmp_path) -> None:
+    """A copy of a file read before, with a line more (its last line again): it starts with the part
+    read of that file, which is shorter than HEAD_BYTES (found by its first bytes' fingerprint at a
+    shorter length), so only the line after it is read, a duplicate."""
     warehouse, _ = ingested
     root, _ = matrix
     original = (root / "good.jsonl").read_bytes()
-    (tmp_path / "copy-of-good.jsonl").write_bytes(original + original[:-1].rsplit(b"\n", 1)[-1] + b"\n")  # its last line again
+    last = original[:-1].rsplit(b"\n", 1)[-1]
+    (tmp_path / "copy-of-good.jsonl").write_bytes(original + last + b"\n")
+    assert len(original) < HEAD_BYTES
     versions = {spec.name: warehouse.version(spec) for spec in WRITTEN + BOOKKEEPING}
     result = run_ingest(spark, warehouse, settings(), str(tmp_path), "run-copy-2")
-    assert (result.lines_read, result.duplicates, result.accepted) == (len(good_records()) + 1, len(good_records()) + 1, 0)
+    assert (result.lines_read, result.duplicates, result.accepted) == (1, 1, 0)
+    assert (result.files_read, result.files_resumed, result.files_renamed) == (1, 1, 1)
     for spec in (EVENTS, TOPIC_CONFIGS, QUARANTINE, CAPTURE_BODIES):
         assert_as_at(warehouse, spec, versions[spec.name])
     for spec in (CAPTURES_RAW, INGEST_FILES) + BOOKKEEPING:  # unchanged but for run-copy's own rows
         assert_as_at(warehouse, spec, versions[spec.name], warehouse.read(spec).where(F.col("run_id") != "run-copy-2"))
-    # bronze keeps the copy's lines as read (the first with its byte order mark)
-    data = (tmp_path / "copy-of-good.jsonl").read_bytes()
-    lines = data[:-1].split(b"\n")
+    # bronze keeps the line read, numbered on from the part
     raw = warehouse.read(CAPTURES_RAW).where(F.col("run_id") == "run-copy-2")
     got = raw.select(basename_col().alias("file"), "line_no", "line", "line_bytes", "raw_bytes", "read_error", "body_ref")
-    want = [("copy-of-good.jsonl", i, line.decode("utf-8"), len(line), None, None, None) for i, line in enumerate(lines, start=1)]
-    assert len(want) == len(good_records()) + 1 and want[0][2].startswith("\ufeff")
-    assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_row_order=True, ignore_nullable=True)
-    files = warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-copy-2").select(basename_col(), "size_bytes", "status", "lines")
-    assert [tuple(r) for r in files.collect()] == [("copy-of-good.jsonl", len(data), "read", len(good_records()) + 1)]
+    want = [("copy-of-good.jsonl", len(good_records()) + 1, last.decode("utf-8"), len(last), None, None, None)]
+    assert_df_equality(got, spark.createDataFrame(want, got.schema), ignore_nullable=True)
+    files = warehouse.read(INGEST_FILES).where(F.col("run_id") == "run-copy-2")
+    assert [(r.source_file, r.size_bytes, r.status, r.lines, r.read_from, r.resumed_file) for r in files.collect()] == [
+        (str(tmp_path / "copy-of-good.jsonl"), len(original) + len(last) + 1, "read", 1, len(original), str(root / "good.jsonl"))]
 
 
 def test_mostly_junk_input_fails_the_run_and_writes_no_silver(spark, tmp_path) -> None:
