@@ -15,6 +15,12 @@ from urllib.parse import quote
 import pyarrow.fs as pafs
 
 HADOOP_S3_SCHEMES = ("s3a", "s3n")
+GCS_SCHEMES = ("gs", "gcs")
+#: How long pyarrow's GCS client retries a failing request when the URI does not say
+#: (``gs://bucket/day?retry_limit_seconds=900``). Its own default is 15 minutes, and a machine without
+#: GCS credentials retries the token request for all of it: an ingest of ``gs://`` captures sat in its
+#: listing for as long before its error ("Could not create a OAuth2 access token ...").
+GCS_RETRY_LIMIT_SECONDS = 60
 #: What a URI's path may hold as it is (RFC 3986 ``pchar`` and ``/``); :func:`quote_uri_path` encodes the rest.
 URI_PATH_SAFE = "/!$&'()*+,;=:@"
 
@@ -34,10 +40,15 @@ def canonical_uri(path: str) -> str:
 
 
 def arrow_uri(uri: str) -> str:
-    """``uri`` as pyarrow.fs names it: its scheme in lower case (:func:`canonical_uri`), and ``s3a://b/k``
-    and ``s3n://b/k`` become ``s3://b/k``; any other URI is returned unchanged."""
+    """``uri`` as pyarrow.fs names it: its scheme in lower case (:func:`canonical_uri`), ``s3a://b/k``
+    and ``s3n://b/k`` become ``s3://b/k``, and a GCS URI without ``retry_limit_seconds`` gets
+    :data:`GCS_RETRY_LIMIT_SECONDS`; any other URI is returned unchanged."""
     scheme, sep, rest = canonical_uri(uri).partition("://")
-    return f"s3://{rest}" if sep and scheme in HADOOP_S3_SCHEMES else canonical_uri(uri)
+    if sep and scheme in HADOOP_S3_SCHEMES:
+        return f"s3://{rest}"
+    if sep and scheme in GCS_SCHEMES and "retry_limit_seconds=" not in rest.partition("?")[2]:
+        return f"{scheme}://{rest}{'&' if '?' in rest else '?'}retry_limit_seconds={GCS_RETRY_LIMIT_SECONDS}"
+    return canonical_uri(uri)
 
 
 def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
