@@ -856,6 +856,22 @@ def _chunks_of(stream: BinaryIO, size: int) -> Iterator[bytes]:
         yield chunk
 
 
+class _NotClean(Exception):
+    """A gzip file's text that does not inflate cleanly there: a member failed its check, or a gap."""
+
+
+def _clean_text(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The inflated text in ``chunks`` (:func:`_gunzip_chunks`'), without the places members start;
+    raises :class:`_NotClean` where a member fails its check or a gap comes (and :class:`_Truncated`
+    where the file ends early). Takes no chunk from ``chunks`` before it is asked for one."""
+    for chunk in chunks:
+        if chunk is MEMBER_START:
+            continue
+        if not chunk:  # MEMBER_FAILED or PLAIN_TEXT
+            raise _NotClean
+        yield chunk
+
+
 def _prefix_sha256s(first: bytes) -> tuple[str, ...]:
     """The head fingerprints of bytes that start with ``first`` (at most :data:`HEAD_BYTES` of them,
     all there are when fewer): the SHA-256 of their first bytes for each of :func:`head_lengths` they
@@ -890,15 +906,11 @@ def head_sha256s(stream: BinaryIO) -> tuple[tuple[str, ...], tuple[str, ...] | N
         return raw, None
     text = bytearray()
     try:
-        for chunk in _gunzip_chunks(itertools.chain([first], _chunks_of(stream, HEAD_BYTES))):
-            if chunk is MEMBER_START:
-                continue
-            if not chunk:  # a member that failed its check, or a gap
-                return raw, None
+        for chunk in _clean_text(_gunzip_chunks(itertools.chain([first], _chunks_of(stream, HEAD_BYTES)))):
             text += chunk[: HEAD_BYTES - len(text)]
             if len(text) == HEAD_BYTES:
                 break
-    except _Truncated:
+    except (_NotClean, _Truncated):
         return raw, None
     return raw, _prefix_sha256s(bytes(text))
 
@@ -911,11 +923,7 @@ def _after_inflated_part(text: Iterator[bytes], part: CompletePart) -> Iterator[
     digest = hashlib.sha256()
     seen = 0
     try:
-        for chunk in text:
-            if chunk is MEMBER_START:
-                continue
-            if not chunk:
-                return None
+        for chunk in _clean_text(text):  # `text` itself goes on after the part
             view = memoryview(chunk)
             take = min(len(chunk), part.size - seen)
             cut = HEAD_BYTES - seen
@@ -932,7 +940,7 @@ def _after_inflated_part(text: Iterator[bytes], part: CompletePart) -> Iterator[
                     return None
                 rest = bytes(view[take:])
                 return itertools.chain([rest], text) if rest else text
-    except _Truncated:
+    except (_NotClean, _Truncated):
         return None
     return None
 
@@ -955,16 +963,12 @@ def inflates_to(path: str, opener: Callable[[str], BinaryIO], parts: Sequence[Co
             tracker, text = _inflating(stream)
             digest = hashlib.sha256()
             size = 0
-            for chunk in text:  # plain bytes fail as a member
-                if chunk is MEMBER_START:
-                    continue
-                if not chunk:
-                    return None
+            for chunk in _clean_text(text):  # plain bytes fail as a member
                 size += len(chunk)
                 if size > longest:
                     return None
                 digest.update(chunk)
-    except (OSError, _Truncated):
+    except (OSError, _NotClean, _Truncated):
         return None
     sha = digest.hexdigest()
     at = next((i for i, p in enumerate(parts) if p.size == size and p.sha256 == sha), None)
