@@ -39,13 +39,42 @@ class SparkConfigError(ValueError):
 #: SparkIllegalArgumentException and SQLConf's "should be int, but was abc" are of its kind).
 _REFUSED_SETTING = "java.lang.IllegalArgumentException"
 
+#: How the reason of a :class:`SparkConfigError` starts (``spark-submit.sh`` says it too, of a setting
+#: spark-submit itself refuses: :mod:`nsreplay.jvm_exit`).
+SPARK_REFUSED = "Spark refused its settings (spark-submit options, the DAG's spark_args, conf/<env>/spark-defaults.conf)"
 
-def _refused_setting(exc: BaseException) -> str | None:
-    """When ``exc``, raised while a Spark session started, is Spark refusing a setting, the deepest
-    :data:`_REFUSED_SETTING` of its Java cause chain as ``SimpleName: message`` (the outer ones
-    only say "Error while instantiating 'SessionStateBuilder'"), after the settings refused with
-    that message when it names none (:func:`_settings_refused_with`); ``None`` for any other failure (a
-    cluster that could not be reached, a JVM that died: those may go away)."""
+#: The class whose methods make a SparkContext's task scheduler from its settings.
+_SCHEDULER_MAKER = "org.apache.spark.SparkContext$"
+#: Spark's checks, as a SparkContext starts, of the master and of the cores of a task and of an
+#: executor, which refuse a setting with another exception than an IllegalArgumentException
+#: (``spark.master=local[0]``: SparkException "Asked to run locally with 0 threads";
+#: ``spark.task.cpus=64``: "The number of cores per executor (=2) has to be >= the number of cpus per
+#: task = 64"; ``spark.task.cpus=0``: ArithmeticException "/ by zero"): the method of
+#: :data:`_SCHEDULER_MAKER` that runs the check, and the settings it reads. They read those settings
+#: and nothing else, so the same settings fail the same way.
+_SCHEDULER_CHECKS = {
+    # its own checks: the master URL (a local master's threads, local-cluster's cores and memory)
+    "createTaskScheduler": ("spark.master",),
+    # the cores a task takes against those an executor has (the local master's threads)
+    "checkResourcesPerTask": ("spark.master", "spark.executor.cores", "spark.task.cpus"),
+}
+
+
+def _refused_setting(exc: BaseException, given: Mapping[str, str] | None = None) -> str | None:
+    """When ``exc``, raised while a Spark session started, is Spark refusing a setting, Spark's
+    reason as ``SimpleName: message`` after the settings it concerns when its words name none;
+    ``None`` for any other failure (a cluster that could not be reached, a port taken, a JVM that
+    died: those may go away).
+
+    Spark refuses a setting (a) with the deepest :data:`_REFUSED_SETTING` of the Java cause chain
+    (the outer ones only say "Error while instantiating 'SessionStateBuilder'"), named after the
+    given settings refused with that message (:func:`_settings_refused_with`), or (b) with the chain's
+    root, without a cause, thrown by one of :data:`_SCHEDULER_CHECKS` (by
+    ``createTaskScheduler`` itself, or with a frame of ``checkResourcesPerTask`` on its stack),
+    named after the given settings that check reads, with their values. A failure of what a
+    cluster manager does when its scheduler is made (``createTaskScheduler`` makes it too) is
+    neither: its frames come first, or it is raised with a cause. ``given``: the settings a session
+    built from Python gave the builder, over the JVM's (spark-submit's, the JVM's first session's)."""
     throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)  # Py4JJavaError, or pyspark's converted error
     if throwable is None:
         return None
@@ -56,23 +85,56 @@ def _refused_setting(exc: BaseException) -> str | None:
         if gateway is None:
             return None
         kind = gateway.jvm.java.lang.Class.forName(_REFUSED_SETTING)
-        found, seen = None, 0
+        found, root, seen = None, None, 0
         while throwable is not None and seen < 20:
             if kind.isInstance(throwable):
                 found = throwable
-            throwable, seen = throwable.getCause(), seen + 1
-        if found is None:
-            return None
-        message = " ".join(str(found.getMessage() or "").split())
-        named = _settings_refused_with(gateway, message)
+            root, throwable, seen = throwable, throwable.getCause(), seen + 1
+        if found is not None:
+            message = " ".join(str(found.getMessage() or "").split())
+            named = _settings_refused_with(gateway, message, given)
+        else:
+            check = _scheduler_check(root)
+            if check is None:
+                return None
+            found, message = root, " ".join(str(root.getMessage() or "").split())
+            settings = _given_settings(gateway, given)
+            named = ", ".join(f"{key}={settings[key]}" for key in _SCHEDULER_CHECKS[check] if key in settings)
         return f"{named + ': ' if named else ''}{found.getClass().getSimpleName()}: {message}"
     except Exception:  # noqa: BLE001 - the JVM is gone, or py4j cannot ask it: not a setting's fault that we can tell
         return None
 
 
-def _settings_refused_with(gateway: Any, message: str) -> str:
-    """The Spark settings given to this JVM (spark-submit options, spark-defaults, a builder's) whose
-    value their own setting refuses with exactly ``message`` (whitespace aside), as ``key, key``;
+def _scheduler_check(throwable: Any) -> str | None:
+    """The key of :data:`_SCHEDULER_CHECKS` whose check threw ``throwable`` (a Java exception without
+    a cause: its top frame is ``createTaskScheduler``'s own, or a frame of ``checkResourcesPerTask``
+    comes before ``createTaskScheduler``'s); ``None`` otherwise."""
+    if throwable.getCause() is not None:
+        return None
+    frames = throwable.getStackTrace()
+    for depth in range(min(len(frames), 8)):
+        frame = frames[depth]
+        if frame.getClassName() != _SCHEDULER_MAKER:
+            continue
+        method = frame.getMethodName()
+        if "checkResourcesPerTask" in method:
+            return "checkResourcesPerTask"
+        if method.endswith("createTaskScheduler"):
+            return "createTaskScheduler" if depth == 0 else None
+    return None
+
+
+def _given_settings(gateway: Any, given: Mapping[str, str] | None) -> dict[str, str]:
+    """The Spark settings given to the session that failed to start: the JVM's (spark-submit options,
+    spark-defaults, the ``--conf`` of the JVM's first session), then ``given`` over them."""
+    settings = {t._1(): t._2() for t in gateway.jvm.org.apache.spark.SparkConf(True).getAll()}
+    settings.update(given or {})
+    return settings
+
+
+def _settings_refused_with(gateway: Any, message: str, given: Mapping[str, str] | None = None) -> str:
+    """The Spark settings given to the session (:func:`_given_settings`) whose value their own
+    setting refuses with exactly ``message`` (whitespace aside), as ``key, key``;
     ``''`` when ``message`` names a given setting itself (``spark.sql.*``: "... should be int") or no
     given value fails so: Spark's own message about a core setting (``spark.driver.maxResultSize=abc``:
     "Size must be specified as bytes ...") names no setting, and a name is only given when converting
@@ -80,14 +142,14 @@ def _settings_refused_with(gateway: Any, message: str) -> str:
     if not message:
         return ""
     try:
-        given = [(t._1(), t._2()) for t in gateway.jvm.org.apache.spark.SparkConf(True).getAll()]
+        given_settings = _given_settings(gateway, given)
         entries = gateway.jvm.org.apache.spark.internal.config.ConfigEntry
     except Exception:  # noqa: BLE001 - a Spark whose classes differ: Spark's message as it is
         return ""
-    if any(key in message for key, _ in given):
+    if any(key in message for key in given_settings):
         return ""
     named = []
-    for key, value in sorted(given):
+    for key, value in sorted(given_settings.items()):
         try:
             entry = entries.findEntry(key)
             if entry is None:  # not a registered setting (or one whose module is not loaded): Spark did not check it
@@ -100,21 +162,20 @@ def _settings_refused_with(gateway: Any, message: str) -> str:
     return ", ".join(named)
 
 
-def _started(builder: Any) -> Any:
+def _started(builder: Any, given: Mapping[str, str] | None = None) -> Any:
     """``builder.getOrCreate()``, with the session's SQL state made at once (Spark makes it lazily, at
     the first query or ``spark.conf`` access, and checks the ``spark.sql.*`` settings then): a
     setting Spark refuses, there or in the SparkContext, is a :class:`SparkConfigError` naming
-    Spark's reason, before the job touches any table."""
+    Spark's reason (:func:`_refused_setting`; ``given``: the settings ``builder`` was given), before
+    the job touches any table."""
     try:
         spark = builder.getOrCreate()
         spark.conf.get("spark.sql.session.timeZone")
     except Exception as exc:
-        refused = _refused_setting(exc)
+        refused = _refused_setting(exc, given)
         if refused is None:
             raise
-        raise SparkConfigError(
-            f"Spark refused its settings (spark-submit options, the DAG's spark_args, conf/<env>/spark-defaults.conf): {refused}"
-        ) from exc
+        raise SparkConfigError(f"{SPARK_REFUSED}: {refused}") from exc
     return spark
 
 
@@ -173,7 +234,7 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
-    spark = _started(builder)
+    spark = _started(builder, {**settings_conf, **({"spark.master": master} if master else {})})
     spark.sparkContext.setLogLevel("ERROR")
     _note_interrupts()
     return spark

@@ -1,0 +1,56 @@
+"""nsreplay.runtime.build_spark: a setting Spark refuses as a session starts is a SparkConfigError (exit 1,
+a type the DAG does not retry), whatever exception Spark refuses it with; a failure to start that a
+setting's check did not raise stays what it was (the DAG retries it).
+
+The sessions start in a process of their own (the test session's JVM has its SparkContext): one JVM,
+started by the first case, in which each case tries a session of its own settings in turn (a
+SparkContext that fails to start leaves the JVM up for the next)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Tries build_spark with each case's settings; prints, a line each, [type, message] of the failure.
+TRY_SESSIONS = """
+import json, sys
+from nsreplay.config import load_settings
+from nsreplay.runtime import build_spark
+for conf in json.loads(sys.argv[1]):
+    try:
+        build_spark(load_settings(), "refused-settings", conf=conf).stop()
+        print(json.dumps(["started", ""]), flush=True)
+    except Exception as exc:
+        print(json.dumps([type(exc).__name__, " ".join(str(exc).split("\\n\\tat ")[0].split())[:400]]), flush=True)
+"""
+
+REFUSED = "Spark refused its settings (spark-submit options, the DAG's spark_args, conf/<env>/spark-defaults.conf): "
+
+
+def test_settings_the_scheduler_refuses_are_spark_configuration_errors_and_other_failures_are_not(tmp_path) -> None:
+    """``spark.task.cpus=0`` failed the session with "Py4JJavaError: ... JavaSparkContext. :
+    java.lang.ArithmeticException: / by zero", more cpus per task than a local master's threads and
+    ``local[0]`` with SparkException's words: none of them a type the DAG knows as final, so each
+    was retried twice, to fail the same way. A driver that cannot bind its address (not a setting's
+    check: a network's state, which may change) stays a Py4JJavaError."""
+    cases = [
+        {"spark.master": "local[2]", "spark.task.cpus": "0"},
+        {"spark.master": "local[2]", "spark.task.cpus": "3"},
+        {"spark.master": "local[0]", "spark.task.cpus": "1"},
+        {"spark.master": "local[2]", "spark.task.cpus": "1", "spark.driver.bindAddress": "192.0.2.222", "spark.port.maxRetries": "1"},
+    ]
+    result = subprocess.run([sys.executable, "-c", TRY_SESSIONS, json.dumps(cases)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "NSREPLAY_ENV": "test", "PYTHONPATH": str(ROOT)})
+    said = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")]
+    assert said[:3] == [
+        ["SparkConfigError", REFUSED + "spark.master=local[2], spark.task.cpus=0: ArithmeticException: / by zero"],
+        ["SparkConfigError", REFUSED + "spark.master=local[2], spark.task.cpus=3: SparkException: The number of cores per executor (=2) "
+                                       "has to be >= the number of cpus per task = 3."],
+        ["SparkConfigError", REFUSED + "spark.master=local[0]: SparkException: Asked to run locally with 0 threads"],
+    ], result.stdout + result.stderr[-3000:]
+    assert len(said) == 4 and said[3][0] == "Py4JJavaError" and "BindException" in said[3][1], said[3:]
