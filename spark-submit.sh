@@ -116,10 +116,20 @@ cd "$NSREPLAY_ROOT"
 # also writes its one-line failure reason to this file, copied to stderr here. No exec: the EXIT
 # trap must run (it also removes the properties file).
 reason="$(mktemp)"
-trap 'rm -f "$props" "$reason"' EXIT
+# spark-submit's own stderr also goes to this file: what it refuses before the job runs (an option or
+# setting: "Exception in thread "main" org.apache.spark.SparkException: Executor memory must be a
+# positive number", or the driver JVM's "Invalid maximum heap size: -Xmxlots") is said there, and
+# nsreplay.jvm_exit names it. tee ignores a Ctrl-C: the JVM's last lines still pass, before this
+# script's own line.
+submit_stderr="$(mktemp)"
+trap 'rm -f "$props" "$reason" "$submit_stderr"' EXIT
 export NSREPLAY_REASON_FILE="$reason"
-status=0
-"$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@" || status=$?
+exec 3>&1
+set +e
+"$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@" 2>&1 >&3 3>&- | nsreplay_uninterrupted tee "$submit_stderr" >&2 3>&-
+status=${PIPESTATUS[0]}
+set -e
+exec 3>&-
 if [ "$status" -eq 130 ]; then
   # Ctrl-C (SIGINT): said as such also when it came while the JVM or the Spark session was starting,
   # where the JVM may end before the job writes its reason, or the job take the JVM's end for its failure
@@ -127,11 +137,12 @@ if [ "$status" -eq 130 ]; then
 elif [ "$status" -eq 52 ]; then
   # Spark ended the JVM as it ran out of memory (with a local master, a task's heap is the driver's):
   # the job went with it before it could say why. The line names the setting (nsreplay/jvm_exit.py).
-  nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$@" >&2 || true
+  nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$submit_stderr" "$@" >&2 || true
 elif [ "$status" -ne 0 ] && [ -s "$reason" ]; then
   cat "$reason" >&2
 elif [ "$status" -ne 0 ]; then
-  # the JVM ended before the job said why: killed (the out-of-memory killer), or it could not start
-  nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$@" >&2 || true
+  # the JVM ended before the job said why: spark-submit refused a setting (SparkConfigError), the JVM
+  # was killed (the out-of-memory killer), or it could not start
+  nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_exit "$job_name" "$status" "$props" "$submit_stderr" "$@" >&2 || true
 fi
 exit "$status"

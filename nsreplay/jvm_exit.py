@@ -10,18 +10,28 @@ The same goes for a JVM killed under the job (the kernel's out-of-memory killer 
 process: SIGKILL, status 137), whose end bash reported as "line 122: 630 Killed", and for one that
 could not start (its heap or class space not reserved), which said why on stdout only.
 
-``python -m nsreplay.jvm_exit JOB STATUS PROPERTIES_FILE [spark-submit args…]`` prints the line
-(``spark-submit.sh`` asks for it on status 52, or on a failure the job gave no reason for).
+And for the settings spark-submit itself refuses before the job starts (``spark.executor.memory=lots``:
+"Executor memory must be a positive number", ``spark.master=foo``), and a ``spark.driver.memory``
+that the driver JVM cannot take as its heap (``-Xmxlots``): spark-submit ended with status 1 and
+its own lines, which said nothing the DAG knows as final, so it ran the same command twice more.
+They are a ``SparkConfigError``, as the settings a Spark session refuses are
+(:func:`nsreplay.runtime.build_spark`).
+
+``python -m nsreplay.jvm_exit JOB STATUS PROPERTIES_FILE STDERR_FILE [spark-submit args…]`` prints the
+line (``spark-submit.sh`` asks for it on status 52, or on a failure the job gave no reason for;
+``STDERR_FILE``: a copy of what spark-submit wrote to stderr).
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from nsreplay.exit_reason import INTERRUPTED_STATUS
+from nsreplay.runtime import SPARK_REFUSED, read_spark_defaults
 
 #: The status Spark ends a JVM with when one of its threads ran out of memory (SparkExitCode.OOM).
 SPARK_OOM_STATUS = 52
@@ -46,14 +56,49 @@ def driver_memory(properties: Mapping[str, str], cli_args: Sequence[str]) -> str
     return memory
 
 
-def exit_reason(job: str, status: int, memory: str | None) -> str | None:
-    """``job``'s one-line reason for spark-submit's exit ``status`` when the job did not give one: the
-    JVM ran out of memory (with the setting to raise), was killed by a signal (the kernel's
-    out-of-memory killer sends SIGKILL), or ended otherwise before the job said why (a JVM that could
-    not start: its own lines, on stdout, say why). ``None`` for success, for a Ctrl-C (130), which
-    spark-submit.sh says itself, and for a job that stopped quietly as its stdout's reader went away (141)."""
+#: spark-submit refusing an option or setting: its main thread ends with a SparkException raised by
+#: the ``error`` of its arguments' check (SparkSubmitArguments: memory, cores, executors, ...) or of
+#: its own (SparkSubmit: the master, the deploy mode): checks of the arguments, the settings and the
+#: environment (HADOOP_CONF_DIR), which fail the same way again. Any other end of spark-submit (a
+#: package that could not be fetched, a cluster that refused the application) is not one.
+_SUBMIT_REFUSAL = re.compile(
+    r'^Exception in thread "main" (?:[\w$]+\.)*(?P<kind>[\w$]+): (?P<message>.*)\n'
+    r"\s+at org\.apache\.spark\.deploy\.SparkSubmit(?:Arguments)?\.error\(",
+    re.MULTILINE,
+)
+#: What the driver JVM says on stderr, before it ends, of the heap size spark-submit's launcher gave
+#: it from spark.driver.memory (--driver-memory), when it cannot read it.
+_INVALID_HEAP = re.compile(r"^Invalid maximum heap size: -Xmx\S*$", re.MULTILINE)
+
+
+def submit_refusal(stderr: str) -> str | None:
+    """spark-submit's refusal of its options or settings in ``stderr`` (what it wrote there) as
+    ``SimpleName: message`` (:data:`_SUBMIT_REFUSAL`), or ``None``."""
+    found = list(_SUBMIT_REFUSAL.finditer(stderr))
+    return f"{found[-1]['kind']}: {' '.join(found[-1]['message'].split())}" if found else None
+
+
+def heap_refusal(stderr: str) -> str | None:
+    """``spark.driver.memory: Invalid maximum heap size: -Xmx<memory>`` when ``stderr`` (what spark-submit
+    wrote there) holds the JVM's refusal of the heap size (:data:`_INVALID_HEAP`): the launcher gives
+    spark.driver.memory to the driver JVM as its -Xmx, and refuses an -Xmx among its Java options.
+    ``None`` otherwise (a heap that the JVM reads but cannot reserve may be there next time)."""
+    found = _INVALID_HEAP.findall(stderr)
+    return f"spark.driver.memory: {found[-1]}" if found else None
+
+
+def exit_reason(job: str, status: int, memory: str | None, refused: str | None = None) -> str | None:
+    """``job``'s one-line reason for spark-submit's exit ``status`` when the job did not give one: Spark
+    refused its settings before the job ran (``refused``, status 1: :func:`submit_refusal`,
+    :func:`heap_refusal`: a ``SparkConfigError``), the JVM ran out of memory (with the setting to
+    raise), was killed by a signal (the kernel's out-of-memory killer sends SIGKILL), or ended
+    otherwise before the job said why (a JVM that could not start: its own lines, on stdout, say
+    why). ``None`` for success, for a Ctrl-C (130), which spark-submit.sh says itself, and for a job
+    that stopped quietly as its stdout's reader went away (141)."""
     if status in (0, INTERRUPTED_STATUS, 128 + signal.SIGPIPE):  # SIGPIPE: the reader of stdout went away, quietly
         return None
+    if status == 1 and refused:
+        return f"{job}: SparkConfigError: {SPARK_REFUSED}: {refused}"
     now = memory if memory else f"{SPARK_DEFAULT_DRIVER_MEMORY}, Spark's default"
     if status > 128:
         try:
@@ -70,11 +115,15 @@ def exit_reason(job: str, status: int, memory: str | None) -> str | None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m nsreplay.jvm_exit JOB STATUS PROPERTIES_FILE [spark-submit args…]`` (module docstring)."""
-    from nsreplay.runtime import read_spark_defaults
-
-    job, status, properties, *cli_args = argv
-    line = exit_reason(job, int(status), driver_memory(read_spark_defaults([Path(properties)]), cli_args))
+    """``python -m nsreplay.jvm_exit JOB STATUS PROPERTIES_FILE STDERR_FILE [spark-submit args…]`` (module docstring)."""
+    job, status, properties, stderr_file, *cli_args = argv
+    memory = driver_memory(read_spark_defaults([Path(properties)]), cli_args)
+    try:
+        stderr = Path(stderr_file).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        stderr = ""
+    refused = submit_refusal(stderr) or heap_refusal(stderr)
+    line = exit_reason(job, int(status), memory, refused)
     if line is not None:
         print(line)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsreplay.jvm_exit import driver_memory, exit_reason
+from nsreplay.jvm_exit import driver_memory, exit_reason, heap_refusal, submit_refusal
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,23 @@ def test_a_jvm_killed_or_that_could_not_start_has_a_line_too() -> None:
     assert exit_reason("j.py", 1, "4g") == (
         "j.py: spark-submit ended with status 1 before the job said why (the JVM's own lines, on stdout or stderr, may say why)"
     )
+
+
+def test_only_spark_submit_s_refusal_of_its_settings_is_a_spark_configuration_error() -> None:
+    """What spark-submit wrote to stderr when it ended before the job ran: its check of its arguments
+    (the job's line is a SparkConfigError, not retried), or anything else, e.g. a package it could
+    not fetch, which may be there next time (the line as before, retried)."""
+    refused = ('WARNING: Using incubator modules: jdk.incubator.vector\n'
+               'Exception in thread "main" org.apache.spark.SparkException: Executor memory must be a positive number\n'
+               '\tat org.apache.spark.deploy.SparkSubmitArguments.error(SparkSubmitArguments.scala:640)\n'
+               '\tat org.apache.spark.deploy.SparkSubmitArguments.validateSubmitArguments(SparkSubmitArguments.scala:268)\n')
+    unfetched = ('Exception in thread "main" java.lang.RuntimeException: [unresolved dependency: io.delta#delta-spark_2.13;4.0.0: not found]\n'
+                 '\tat org.apache.spark.deploy.SparkSubmitUtils$.resolveMavenCoordinates(SparkSubmit.scala:1410)\n')
+    not_created = "Error occurred during initialization of VM\nCould not reserve enough space for object heap\n"
+    assert [submit_refusal(text) for text in (refused, unfetched, not_created)] == [
+        "SparkException: Executor memory must be a positive number", None, None]
+    assert [heap_refusal(text) for text in ("Invalid maximum heap size: -Xmx4gb\nError: Could not create the Java Virtual Machine.\n",
+                                            not_created)] == ["spark.driver.memory: Invalid maximum heap size: -Xmx4gb", None]
+    assert exit_reason("j.py", 1, "4g", "SparkException: Executor memory must be a positive number") == (
+        "j.py: SparkConfigError: Spark refused its settings (spark-submit options, the DAG's spark_args, conf/<env>/spark-defaults.conf): "
+        "SparkException: Executor memory must be a positive number")

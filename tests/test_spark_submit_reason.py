@@ -184,14 +184,24 @@ def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> 
     # setting: the line names it (the one given value that its setting refuses with those very words)
     ("spark.driver.maxResultSize=abc", "spark.driver.maxResultSize: NumberFormatException: Size must be specified as bytes (b), kibibytes (k), mebibytes (m), "
                                        "gibibytes (g), tebibytes (t), or pebibytes(p). E.g. 50b, 100k, or 250m. Failed to parse byte string: abc"),
+    # the SparkContext's check of a task's cores against the master's: not an IllegalArgumentException, and
+    # words that name no setting (the line names the settings the check reads, as given)
+    ("spark.task.cpus=0", "spark.master=local[*], spark.task.cpus=0: ArithmeticException: / by zero"),
+    # refused by spark-submit itself, before the job runs (its own words, from its stderr)
+    ("spark.executor.memory=lots", "SparkException: Executor memory must be a positive number"),
+    # refused by the driver JVM, which the launcher gives spark.driver.memory as its heap
+    ("spark.driver.memory=lots", "spark.driver.memory: Invalid maximum heap size: -Xmxlots"),
 ])
 def test_a_setting_spark_refuses_is_named_as_a_spark_configuration_error(tmp_path, setting, refused) -> None:
     """A value Spark cannot parse (a mistyped --conf, the DAG's spark_args, conf/<env>/spark-defaults.conf)
     ended the real job with "IllegalArgumentException: Error while instantiating
     'org.apache.spark.sql.internal.SessionStateBuilder':", which does not say what is wrong, or
     "Py4JJavaError: An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext",
-    neither of which the DAG knows as a failure that the same settings meet again. Now the line names
-    Spark's own reason under one type, SparkConfigError, before any table is touched."""
+    neither of which the DAG knows as a failure that the same settings meet again; spark.task.cpus=0
+    ended it with "Py4JJavaError: ... java.lang.ArithmeticException: / by zero", and the settings
+    spark-submit or the driver JVM refuse before the job runs (spark.executor.memory=lots,
+    spark.driver.memory=lots) with "spark-submit ended with status 1 before the job said why". Now
+    the line names Spark's own reason under one type, SparkConfigError, before any table is touched."""
     result = subprocess.run(
         [str(ROOT / "spark-submit.sh"), "--conf", setting, "jobs/ingest_captures.py", "--captures", str(tmp_path),
          "--warehouse", str(tmp_path / "wh"), "--run-id", "r1"],
