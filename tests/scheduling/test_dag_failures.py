@@ -43,13 +43,17 @@ def bad_conf(tmp_path):
     return conf
 
 
-@pytest.mark.parametrize("case", ["usage", "config", "spark-config"])
+@pytest.mark.parametrize("case", ["usage", "config", "spark-config", "spark-submit-config"])
 def test_a_failure_the_same_input_meets_again_fails_at_once_with_its_reason(airflow, tmp_path, case):
     settings = {"warehouse": str(tmp_path / "warehouse"), "nsreplay_env": "test"}
     log: list[str] = []
     if case == "spark-config":  # Spark refuses a setting as the session starts: exit status 1, SparkConfigError
         state, exception = run_task(airflow, "ingest", {**settings, "captures": str(tmp_path),
                                                         "spark_args": "--conf spark.sql.shuffle.partitions=abc"}, log=log)
+        reason = "ingest_captures.py: SparkConfigError: Spark refused its settings"
+    elif case == "spark-submit-config":  # spark-submit refuses a setting before the job runs: status 1, SparkConfigError
+        state, exception = run_task(airflow, "ingest", {**settings, "captures": str(tmp_path),
+                                                        "spark_args": "--conf spark.executor.memory=lots"}, log=log)
         reason = "ingest_captures.py: SparkConfigError: Spark refused its settings"
     elif case == "usage":  # spark-submit.sh refuses its settings: exit status 2, before any JVM
         state, exception = run_task(airflow, "ingest", {**settings, "captures": str(tmp_path)},
