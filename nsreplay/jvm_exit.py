@@ -66,16 +66,23 @@ _SUBMIT_REFUSAL = re.compile(
     r"\s+at org\.apache\.spark\.deploy\.SparkSubmit(?:Arguments)?\.error\(",
     re.MULTILINE,
 )
+#: spark-submit's launcher refusing an option it cannot parse (``--conf key`` without ``=value``, an
+#: unknown option): its ``Error: ...`` line, then spark-submit's usage.
+_SUBMIT_USAGE_ERROR = re.compile(r"^Error: (?P<message>.+)\n(?:.*\n)*?Usage: spark-submit ", re.MULTILINE)
 #: What the driver JVM says on stderr, before it ends, of the heap size spark-submit's launcher gave
 #: it from spark.driver.memory (--driver-memory), when it cannot read it.
 _INVALID_HEAP = re.compile(r"^Invalid maximum heap size: -Xmx\S*$", re.MULTILINE)
 
 
 def submit_refusal(stderr: str) -> str | None:
-    """spark-submit's refusal of its options or settings in ``stderr`` (what it wrote there) as
-    ``SimpleName: message`` (:data:`_SUBMIT_REFUSAL`), or ``None``."""
+    """spark-submit's refusal of its options or settings in ``stderr`` (what it wrote there): its check's
+    ``SimpleName: message`` (:data:`_SUBMIT_REFUSAL`), or its launcher's message (an option it cannot
+    parse: :data:`_SUBMIT_USAGE_ERROR`); ``None`` when it holds neither."""
     found = list(_SUBMIT_REFUSAL.finditer(stderr))
-    return f"{found[-1]['kind']}: {' '.join(found[-1]['message'].split())}" if found else None
+    if found:
+        return f"{found[-1]['kind']}: {' '.join(found[-1]['message'].split())}"
+    usage = _SUBMIT_USAGE_ERROR.search(stderr)
+    return " ".join(usage["message"].split()) if usage else None
 
 
 def heap_refusal(stderr: str) -> str | None:

@@ -55,8 +55,10 @@ def test_only_spark_submit_s_refusal_of_its_settings_is_a_spark_configuration_er
     unfetched = ('Exception in thread "main" java.lang.RuntimeException: [unresolved dependency: io.delta#delta-spark_2.13;4.0.0: not found]\n'
                  '\tat org.apache.spark.deploy.SparkSubmitUtils$.resolveMavenCoordinates(SparkSubmit.scala:1410)\n')
     not_created = "Error occurred during initialization of VM\nCould not reserve enough space for object heap\n"
-    assert [submit_refusal(text) for text in (refused, unfetched, not_created)] == [
-        "SparkException: Executor memory must be a positive number", None, None]
+    unparsed = ("Error: Invalid argument to --conf: spark.executor.memory\n\nWARNING: Using incubator modules: jdk.incubator.vector\n"
+                "Usage: spark-submit [options] <app jar | python file | R file> [app arguments]\n")
+    assert [submit_refusal(text) for text in (refused, unparsed, unfetched, not_created)] == [
+        "SparkException: Executor memory must be a positive number", "Invalid argument to --conf: spark.executor.memory", None, None]
     assert [heap_refusal(text) for text in ("Invalid maximum heap size: -Xmx4gb\nError: Could not create the Java Virtual Machine.\n",
                                             not_created)] == ["spark.driver.memory: Invalid maximum heap size: -Xmx4gb", None]
     assert exit_reason("j.py", 1, "4g", "SparkException: Executor memory must be a positive number") == (
