@@ -155,8 +155,8 @@ def _settings_refused_with(gateway: Any, message: str, given: Mapping[str, str] 
             if entry is None:  # not a registered setting (or one whose module is not loaded): Spark did not check it
                 continue
             entry.valueConverter().apply(value)
-        except Exception as exc:  # noqa: BLE001 - py4j's error of the JVM's exception
-            refused = getattr(exc, "java_exception", None)
+        except Exception as exc:  # noqa: BLE001 - py4j's error of the JVM's exception, or pyspark's converted one
+            refused = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
             if refused is not None and " ".join(str(refused.getMessage() or "").split()) == message:
                 named.append(key)
     return ", ".join(named)

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Tries build_spark with each case's settings; prints, a line each, [type, message] of the failure.
 TRY_SESSIONS = """
 import json, sys
+from pyspark import SparkContext
 from nsreplay.config import load_settings
 from nsreplay.runtime import build_spark
 for conf in json.loads(sys.argv[1]):
@@ -27,30 +28,40 @@ for conf in json.loads(sys.argv[1]):
         print(json.dumps(["started", ""]), flush=True)
     except Exception as exc:
         print(json.dumps([type(exc).__name__, " ".join(str(exc).split("\\n\\tat ")[0].split())[:400]]), flush=True)
+        if SparkContext._active_spark_context is not None:  # the session's SQL state failed: its context is up
+            SparkContext._active_spark_context.stop()
 """
 
 REFUSED = "Spark refused its settings (spark-submit options, the DAG's spark_args, conf/<env>/spark-defaults.conf): "
 
 
-def test_settings_the_scheduler_refuses_are_spark_configuration_errors_and_other_failures_are_not(tmp_path) -> None:
+def test_settings_spark_refuses_at_the_start_are_spark_configuration_errors_naming_them_and_other_failures_are_not(tmp_path) -> None:
     """``spark.task.cpus=0`` failed the session with "Py4JJavaError: ... JavaSparkContext. :
     java.lang.ArithmeticException: / by zero", more cpus per task than a local master's threads and
     ``local[0]`` with SparkException's words: none of them a type the DAG knows as final, so each
-    was retried twice, to fail the same way. A driver that cannot bind its address (not a setting's
+    was retried twice, to fail the same way. A session's SQL setting refused in words that name no
+    setting (``spark.sql.broadcastTimeout=abc``) was not named: its converter's failure, asked
+    again, came back as pyspark's own exception, which the check did not read. A driver that cannot bind its address (not a setting's
     check: a network's state, which may change) stays a Py4JJavaError."""
     cases = [
         {"spark.master": "local[2]", "spark.task.cpus": "0"},
         {"spark.master": "local[2]", "spark.task.cpus": "3"},
         {"spark.master": "local[0]", "spark.task.cpus": "1"},
-        {"spark.master": "local[2]", "spark.task.cpus": "1", "spark.driver.bindAddress": "192.0.2.222", "spark.port.maxRetries": "1"},
+        # a session's SQL setting in words that name none: the setting whose own converter refuses its value so
+        {"spark.master": "local[2]", "spark.task.cpus": "1", "spark.sql.broadcastTimeout": "abc"},
+        {"spark.master": "local[2]", "spark.task.cpus": "1", "spark.sql.broadcastTimeout": "300", "spark.driver.bindAddress": "192.0.2.222",
+         "spark.port.maxRetries": "1"},
     ]
     result = subprocess.run([sys.executable, "-c", TRY_SESSIONS, json.dumps(cases)], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "NSREPLAY_ENV": "test", "PYTHONPATH": str(ROOT)})
     said = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")]
-    assert said[:3] == [
+    assert said[:4] == [
         ["SparkConfigError", REFUSED + "spark.master=local[2], spark.task.cpus=0: ArithmeticException: / by zero"],
         ["SparkConfigError", REFUSED + "spark.master=local[2], spark.task.cpus=3: SparkException: The number of cores per executor (=2) "
                                        "has to be >= the number of cpus per task = 3."],
         ["SparkConfigError", REFUSED + "spark.master=local[0]: SparkException: Asked to run locally with 0 threads"],
+        ["SparkConfigError", REFUSED + "spark.sql.broadcastTimeout: NumberFormatException: Time must be specified as seconds (s), "
+                                       "milliseconds (ms), microseconds (us), minutes (m or min), hour (h), or day (d). E.g. 50s, 100ms, "
+                                       "or 250us. Failed to parse time string: abc"],
     ], result.stdout + result.stderr[-3000:]
-    assert len(said) == 4 and said[3][0] == "Py4JJavaError" and "BindException" in said[3][1], said[3:]
+    assert len(said) == 5 and said[4][0] == "Py4JJavaError" and "BindException" in said[4][1], said[4:]
