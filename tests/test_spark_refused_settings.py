@@ -41,7 +41,8 @@ def test_settings_spark_refuses_at_the_start_are_spark_configuration_errors_nami
     ``local[0]`` with SparkException's words: none of them a type the DAG knows as final, so each
     was retried twice, to fail the same way. A session's SQL setting refused in words that name no
     setting (``spark.sql.broadcastTimeout=abc``) was not named: its converter's failure, asked
-    again, came back as pyspark's own exception, which the check did not read. A driver that cannot bind its address (not a setting's
+    again, came back as pyspark's own exception, which the check did not read. A negative
+    ``spark.task.cpus`` started a session whose jobs never ran (the task hung until its timeout). A driver that cannot bind its address (not a setting's
     check: a network's state, which may change) stays a Py4JJavaError."""
     cases = [
         {"spark.master": "local[2]", "spark.task.cpus": "0"},
@@ -49,13 +50,15 @@ def test_settings_spark_refuses_at_the_start_are_spark_configuration_errors_nami
         {"spark.master": "local[0]", "spark.task.cpus": "1"},
         # a session's SQL setting in words that name none: the setting whose own converter refuses its value so
         {"spark.master": "local[2]", "spark.task.cpus": "1", "spark.sql.broadcastTimeout": "abc"},
+        # Spark takes it, and then runs no task: every job waits for ever
+        {"spark.master": "local[2]", "spark.task.cpus": "-1", "spark.sql.broadcastTimeout": "300"},
         {"spark.master": "local[2]", "spark.task.cpus": "1", "spark.sql.broadcastTimeout": "300", "spark.driver.bindAddress": "192.0.2.222",
          "spark.port.maxRetries": "1"},
     ]
     result = subprocess.run([sys.executable, "-c", TRY_SESSIONS, json.dumps(cases)], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "NSREPLAY_ENV": "test", "PYTHONPATH": str(ROOT)})
     said = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")]
-    assert said[:4] == [
+    assert said[:5] == [
         ["SparkConfigError", REFUSED + "spark.master=local[2], spark.task.cpus=0: ArithmeticException: / by zero"],
         ["SparkConfigError", REFUSED + "spark.master=local[2], spark.task.cpus=3: SparkException: The number of cores per executor (=2) "
                                        "has to be >= the number of cpus per task = 3."],
@@ -63,5 +66,6 @@ def test_settings_spark_refuses_at_the_start_are_spark_configuration_errors_nami
         ["SparkConfigError", REFUSED + "spark.sql.broadcastTimeout: NumberFormatException: Time must be specified as seconds (s), "
                                        "milliseconds (ms), microseconds (us), minutes (m or min), hour (h), or day (d). E.g. 50s, 100ms, "
                                        "or 250us. Failed to parse time string: abc"],
+        ["SparkConfigError", REFUSED + "spark.task.cpus=-1: a task takes at least one cpu (Spark would start and run no task)"],
     ], result.stdout + result.stderr[-3000:]
-    assert len(said) == 5 and said[4][0] == "Py4JJavaError" and "BindException" in said[4][1], said[4:]
+    assert len(said) == 6 and said[5][0] == "Py4JJavaError" and "BindException" in said[5][1], said[5:]
