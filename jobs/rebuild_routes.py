@@ -13,7 +13,10 @@ there is none at T1); without ``--from``, or on a warehouse with nothing publish
 starts at each NameServer's first record.
 ``--stage`` runs one stage (a scheduler runs them as separate tasks, each idempotent for its run id):
 ``ingest`` (needs ``--captures``), ``replay`` (writes gold, publishes nothing), ``quality`` (Great
-Expectations on what that run wrote), ``publish``. A thin shell: every step lives in ``pipelines``.
+Expectations on what that run wrote), ``publish``. A run id replays one window: run again asking
+another window than its replay wrote, it is refused (``RunIdSpentError``) — by the replay stage
+(where no ``--from`` means the first record and no ``--to`` the last), and by the quality and publish
+stages for a ``--from`` or ``--to`` given. A thin shell: every step lives in ``pipelines``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from nsreplay.storage import Warehouse
 from pipelines.ingest.capture_files import list_capture_files
 from pipelines.ingest.run import IngestQualityError, run_ingest
 from pipelines.quality.suites import import_in_background
-from pipelines.replay.run import GoldQualityError, check_window, publish_window, replay_window, run_replay
+from pipelines.replay.run import GoldQualityError, check_run_window, check_window, publish_window, replay_window, run_replay
 from pipelines.replay.stale import late_data_note
 from pipelines.replay.windows import check_window_length
 
@@ -123,11 +126,13 @@ def stage(spark, settings, args: argparse.Namespace, captures: str | None, wareh
         else:
             print(f"written, not published: run the quality and publish stages of {args.run_id}")
     elif args.stage == "quality":
+        check_run_window(warehouse, args.run_id, args.window_from, args.window_to)
         report = check_window(spark, warehouse, args.run_id)
         print(report.text())
         if not report.passed:
             raise GoldQualityError(report)
     else:
+        check_run_window(warehouse, args.run_id, args.window_from, args.window_to)
         run = publish_window(spark, warehouse, args.run_id)
         print(f"published run {args.run_id}: window {format_ms(run['window_from'])} .. {format_ms(run['window_to'])}")
         if run["stale"]:

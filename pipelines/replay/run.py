@@ -94,7 +94,7 @@ from pipelines.replay.stale import (
 )
 from pipelines.replay.unit_replay import StateFormatError, load_state
 from pipelines.replay.units import CarriedFacts, UnitFacts, UnitMap, WindowFacts, carries_over
-from pipelines.replay.windows import MissingPredecessorError, Window, check_window_length
+from pipelines.replay.windows import MissingPredecessorError, RecordedWindow, Window, check_window_length, window_text
 from schemas.gold import (
     INTERVAL_TABLES,
     KEYFRAMES,
@@ -514,6 +514,64 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
                 )
 
 
+def _recorded_window(run: Mapping[str, Any]) -> RecordedWindow:
+    return RecordedWindow.of(run, json.loads(run["quality"]))
+
+
+def _other_window(run_id: str, recorded: RecordedWindow, asked: str) -> RunIdSpentError:
+    return RunIdSpentError(
+        f"run {run_id!r} replayed the window {recorded.text()} already, not the window {asked} asked now: a run id replays "
+        f"one window, so it would answer with that one; run the window asked under another run id (--run-id), or retry "
+        f"{run_id!r} with {recorded.flags()}"
+    )
+
+
+def _check_asked_window(run: Mapping[str, Any], run_id: str, window_from: int | None, until: int, to_given: bool) -> None:
+    """Refuse (:class:`RunIdSpentError`) a replay of ``run_id``, whose earlier try wrote the window
+    its ``gold.replay_runs`` row ``run`` records, that asks another window
+    (:meth:`RecordedWindow.answers`): its writes are done, so it would answer with the recorded
+    window, not the one asked. ``window_from``: the ``--from`` given (None: from the first record);
+    ``until``: the ``--to`` given (``to_given``), or else the last record."""
+    recorded = _recorded_window(run)
+    if not recorded.answers(window_from, until):
+        raise _other_window(run_id, recorded, window_text(window_from, until) + ("" if to_given else " (no --to: up to the last record)"))
+
+
+def check_run_window(warehouse: Warehouse, run_id: str, window_from: int | None, window_to: int | None) -> None:
+    """For the quality and publish stages, which go by the window ``run_id``'s replay recorded:
+    refuse (:class:`RunIdSpentError`) a ``--from`` or a ``--to`` given that asks another window
+    (:meth:`RecordedWindow.answers`), as the replay stage refuses it; one not given asks nothing.
+    :class:`NotWrittenError` when the run has written no replay."""
+    if window_from is None and window_to is None:
+        return
+    recorded = _recorded_window(written_run(warehouse, run_id))
+    until = recorded.until if window_to is None else window_to
+    if (window_to is not None and window_to != recorded.until) or (window_from is not None and not recorded.answers(window_from, until)):
+        start = "..." if window_from is None else format_ms(window_from)
+        raise _other_window(run_id, recorded, f"({start}, {format_ms(until) if window_to is not None else '...'}]")
+
+
+def _check_stopped_window(since_publish: Mapping[str, list[dict[str, Any]]], run_id: str, attempt: int, after: int | None,
+                          until: int) -> None:
+    """Refuse (:class:`RunIdSpentError`) a retry of ``run_id`` that would replay ``(after, until]``
+    when an earlier try of its attempt stopped after writing gold tables for another window (before
+    its run row): that try's writes are skipped as done, so the retry would keep them and write the
+    other tables for this window. Each write's commit names the window it was replayed for (as
+    resolved, like ``after``: nothing was published by a try stopped before its run row, so a retry
+    asking the same window resolves it the same way)."""
+    for name, commits in sorted(since_publish.items()):
+        for c in commits:
+            if c["run_id"] == run_id and c["job"] == attempt_job(JOB, attempt) and (c["window_from"], c["window_to"]) != (after, until):
+                again = f"--from {format_ms(c['window_from'])} --to {format_ms(c['window_to'])}" if c["window_from"] is not None \
+                    else f"--to {format_ms(c['window_to'])}"
+                raise RunIdSpentError(
+                    f"run {run_id!r} stopped after writing {name} for the window {window_text(c['window_from'], c['window_to'])}, "
+                    f"not the window {window_text(after, until)} asked now: a retry would keep those writes as done and write the "
+                    f"other tables for another window; run the window asked under another run id (--run-id), which discards "
+                    f"these writes, or retry {run_id!r} with its window ({again})"
+                )
+
+
 # ---------------------------------------------------------------------------------- stage 1: replay
 
 
@@ -584,9 +642,14 @@ def replay_window(
         if warehouse.committed(REPLAY_RUNS, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt))):
             # this attempt's run row, its last write, is there, so all its writes are: every write of
             # this try would be skipped, so the window is not replayed again (nor another run's
-            # unpublished writes discarded): the result is what that try recorded
-            return _recorded_result(warehouse, run_id, time.time() - started)
+            # unpublished writes discarded): the result is what that try recorded, if it is the
+            # window asked now
+            run = written_run(warehouse, run_id)
+            _check_asked_window(run, run_id, window_from, until, window_to is not None)
+            return _recorded_result(warehouse, run_id, time.time() - started, run)
     after = _resume_point(warehouse, published, window_from, origins, from_last_good)
+    if failed is None:
+        _check_stopped_window(since_publish, run_id, attempt, after, until)
     # the ticks replayed: from where the run really starts (the first record, or a last good state)
     check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
     if failed is not None:
@@ -742,6 +805,7 @@ def replay_window(
             "replayed_again": {ns: {"units": sorted(units), "from_ts": again_from[ns]} for ns, units in sorted(again.items())},
             "latest": latest,
             "events_version": events_version,  # what publish_window checks later ingests against
+            "asked_from": window_from,  # the --from given (None: none): what a retry is compared with (RecordedWindow)
             "unfinished_ingests": list(unfinished_ingests),
             **({"attempt": attempt} if attempt > 1 else {}),  # the check and the publish go by it (pipelines.replay.attempts)
         }
@@ -780,11 +844,13 @@ def replay_window(
             frame.unpersist()
 
 
-def _recorded_result(warehouse: Warehouse, run_id: str, seconds: float) -> ReplayResult:
+def _recorded_result(warehouse: Warehouse, run_id: str, seconds: float, run: dict[str, Any] | None = None) -> ReplayResult:
     """The result of a replay of ``run_id`` whose writes were all done by an earlier try (of the same
     attempt): what that try recorded in ``gold.replay_runs`` (its window, counts and table versions,
-    and when), which the tables hold; nothing is computed again."""
-    run = written_run(warehouse, run_id)
+    and when), which the tables hold; nothing is computed again. ``run``: that row, read here when
+    not given."""
+    if run is None:
+        run = written_run(warehouse, run_id)
     summary = json.loads(run["quality"])
     again = summary.get("replayed_again", {})
     return ReplayResult(
@@ -981,6 +1047,7 @@ __all__ = [
     "PublishRefusedError",
     "ReplayResult",
     "StateFormatError",
+    "check_run_window",
     "check_window",
     "latest_publish",
     "publish_window",

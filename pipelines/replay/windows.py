@@ -19,6 +19,7 @@ replaces exactly its own slice.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from nsreplay.runtime import UsageError, format_ms
 from nsreplay.storage import ColumnRange
@@ -75,4 +76,59 @@ class Window:
         return ColumnRange("ts", above=self.after, at_most=self.until)
 
 
-__all__ = ["MissingPredecessorError", "Window", "WindowTooLongError", "check_window_length"]
+def window_text(after: int | None, until: int) -> str:
+    """``(after, until]`` for messages, ``after`` None as "the first record"."""
+    return f"({'the first record' if after is None else format_ms(after)}, {format_ms(until)}]"
+
+
+@dataclass(frozen=True)
+class RecordedWindow:
+    """The window a run id's replay wrote, as its ``gold.replay_runs`` row records it, and whether
+    the window a retry of that run id asks is that one.
+
+    ``start``: the row's ``window_from`` (``(start, until]`` holds every record replayed: one ms
+    before the first record when the replay started there); ``resumed_from``: the state it resumed
+    from (None: the first record); ``asked_from``: the ``--from`` its try was given (None: none),
+    known only when ``asked_recorded`` (rows written before it was recorded do not say)."""
+
+    start: int
+    until: int
+    resumed_from: int | None
+    asked_from: int | None
+    asked_recorded: bool
+
+    @classmethod
+    def of(cls, run: Mapping[str, Any], summary: Mapping[str, Any]) -> "RecordedWindow":
+        """From a ``gold.replay_runs`` row and its parsed summary (the ``quality`` column)."""
+        return cls(run["window_from"], run["window_to"], summary.get("resumed_from"), summary.get("asked_from"), "asked_from" in summary)
+
+    def answers(self, window_from: int | None, until: int) -> bool:
+        """Whether a replay asked ``--from window_from`` (None: none, "from the first record") up to
+        ``until`` (its ``--to``, or the last record without one) asks this window: it ends at
+        ``until``, and ``window_from`` is the ``--from`` this window's try was given, or where it
+        started (``resumed_from`` or ``start``, as the run's messages name it). The start a
+        ``--from`` resolves to depends on what was published when it ran (on an empty warehouse a
+        replay starts at the first record; ``--from-last-good`` starts earlier), so the ``--from``
+        given is compared, not the start it would resolve to now. A row that does not say what its
+        try was given, and replayed from the first record, answers any ``--from``: which one that
+        try was given is unknown."""
+        if until != self.until:
+            return False
+        if window_from in (self.resumed_from, self.start):
+            return True
+        if self.asked_recorded:
+            return window_from == self.asked_from
+        return self.resumed_from is None and window_from is not None
+
+    def text(self) -> str:
+        """The window replayed, for messages."""
+        return window_text(self.resumed_from, self.until)
+
+    def flags(self) -> str:
+        """The ``--from``/``--to`` that ask this window again (those its try was given, when known)."""
+        start = self.asked_from if self.asked_recorded else self.resumed_from
+        to = f"--to {format_ms(self.until)}"
+        return f"--from {format_ms(start)} {to}" if start is not None else f"{to} and no --from"
+
+
+__all__ = ["MissingPredecessorError", "RecordedWindow", "Window", "WindowTooLongError", "check_window_length", "window_text"]

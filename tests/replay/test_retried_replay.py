@@ -4,7 +4,9 @@ the operator reads that, with the counts the earlier try recorded in ``gold.repl
 counts computed now under a line that says they were written. Once the run id is published, the
 replay stage says that nothing is left to do. Such a retry replays nothing: it answers with the
 data files of ``silver.events`` gone, which any replay of the window reads. A try stopped before its
-run row (the last of its writes) is replayed again, and records the same counts.
+run row (the last of its writes) is replayed again, and records the same counts. A run of the run id
+that asks another window than the one it wrote (a ``--from`` or ``--to`` of its own, to any stage)
+is refused with the window recorded, the window asked and what to do, and changes nothing.
 
 The stage is run as ``jobs/rebuild_routes.py --stage replay`` runs it (its ``stage`` function, on
 the shared Spark session), on a copy of the windowed warehouse, for its fourth window."""
@@ -18,12 +20,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 from jobs.rebuild_routes import parse_args, stage
 from nsreplay.config import load_settings
 from nsreplay.runtime import format_ms
 from nsreplay.storage import Warehouse
-from pipelines.replay.run import replay_window
-from schemas.gold import REPLAY_RUNS, REPLAY_TABLES
+from pipelines.replay.run import RunIdSpentError, replay_window
+from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_TABLES
+from schemas.silver import QUALITY_RESULTS
 from schemas.silver import EVENTS
 from stopped_runs import killed_before_run_row
 
@@ -116,3 +121,84 @@ def test_a_replay_stopped_before_its_run_row_is_replayed_again_by_its_retry(spar
     assert without_seconds(retried.summary()) == without_seconds(never_stopped.summary())
     assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES} == gold  # its writes were done: skipped
     assert retried.table_versions == gold
+
+
+def stage_with(spark, root: str, name: str, *flags: str) -> int:
+    """``jobs/rebuild_routes.py --warehouse root --run-id RUN --stage name`` with ``flags`` (its
+    ``stage`` function, on the shared Spark session)."""
+    return stage(spark, load_settings(), parse_args(["--warehouse", root, "--run-id", RUN, "--stage", name, *flags]), None, root)
+
+
+def test_a_run_id_asked_for_another_window_than_it_wrote_is_refused_at_every_stage(spark, windowed, tmp_path, capsys) -> None:
+    """The replay stage wrote (ends[2], mid] under the run id. Asked another window — another --to,
+    none (up to the last record), another --from, none (from the first record) — the replay stage
+    answered with the recorded window as if it were the one asked, and the quality and publish
+    stages checked and published it. Each is refused, naming both windows, and writes nothing; the
+    window's own flags are still answered, before and after its publish."""
+    root = str(tmp_path / "wh")
+    shutil.copytree(windowed[0], root)
+    ends = windowed[1]
+    mid = (ends[2] + ends[3]) // 2
+    warehouse = Warehouse(root, spark, "delta-rs")
+    own = ["--from", str(ends[2]), "--to", str(mid)]
+    assert stage_with(spark, root, "replay", *own) == 0
+    recorded = f"run '{RUN}' replayed the window ({format_ms(ends[2])}, {format_ms(mid)}] already, not the window "
+    advice = (": a run id replays one window, so it would answer with that one; run the window asked under another run id (--run-id), "
+              f"or retry '{RUN}' with --from {format_ms(ends[2])} --to {format_ms(mid)}")
+    tables = REPLAY_TABLES + (REPLAY_RUNS, QUALITY_RESULTS, PUBLISH_LOG)
+
+    def refused(name: str, flags: list[str], asked: str) -> None:
+        versions = {spec.name: warehouse.version(spec) for spec in tables}
+        with pytest.raises(RunIdSpentError) as error:
+            stage_with(spark, root, name, *flags)
+        assert str(error.value) == f"{recorded}{asked} asked now{advice}"
+        assert {spec.name: warehouse.version(spec) for spec in tables} == versions
+
+    last = " (no --to: up to the last record)"
+    for replayed in ("written", "published"):
+        refused("replay", ["--from", str(ends[2]), "--to", str(ends[3])], f"({format_ms(ends[2])}, {format_ms(ends[3])}]")
+        refused("replay", ["--from", str(ends[2])], f"({format_ms(ends[2])}, {format_ms(ends[3])}]{last}")
+        refused("replay", ["--from", str(ends[1]), "--to", str(mid)], f"({format_ms(ends[1])}, {format_ms(mid)}]")
+        refused("replay", ["--to", str(mid)], f"(the first record, {format_ms(mid)}]")
+        refused("replay", [], f"(the first record, {format_ms(ends[3])}]{last}")
+        for later in ("quality", "publish"):
+            refused(later, ["--from", str(ends[2]), "--to", str(ends[3])], f"({format_ms(ends[2])}, {format_ms(ends[3])}]")
+            refused(later, ["--from", str(ends[1])], f"({format_ms(ends[1])}, ...]")
+            refused(later, ["--to", str(mid + 1)], f"(..., {format_ms(mid + 1)}]")
+        capsys.readouterr()
+        # the window's own flags (the end given as ISO-8601, as the refusal names it) are answered as recorded
+        assert stage_with(spark, root, "replay", "--from", str(ends[2]), "--to", format_ms(mid)) == 0
+        said = capsys.readouterr().out.splitlines()
+        assert said[0].startswith(f"replay {RUN}: written already, by an earlier try of this run id at "), said
+        assert f"; as recorded then (gold.replay_runs): window up to {format_ms(mid)}, resuming from the state at {format_ms(ends[2])}; " in said[0]
+        if replayed == "written":
+            assert stage_with(spark, root, "quality", *own) == 0
+            assert stage_with(spark, root, "publish") == 0  # no flag asks nothing: the run's own window
+            assert capsys.readouterr().out.splitlines()[-1] == f"published run {RUN}: window {format_ms(ends[2])} .. {format_ms(mid)}"
+
+
+def test_a_retry_asking_another_window_than_its_stopped_try_wrote_is_refused(spark, windowed, tmp_path, monkeypatch) -> None:
+    """A try killed after its gold writes for (ends[2], mid], before its run row, retried for
+    (ends[2], ends[3]]: its retry skipped every write as done, recorded the asked window and
+    published the tables as they were, holding the other window. It is refused, naming the window
+    written; the retry of that window then replays it as usual."""
+    ends = windowed[1]
+    mid = (ends[2] + ends[3]) // 2
+    root = str(tmp_path / "wh")
+    shutil.copytree(windowed[0], root)
+    warehouse = Warehouse(root, spark, "delta-rs")
+    with killed_before_run_row(monkeypatch):
+        replay_window(spark, warehouse, load_settings(), RUN, window_from=ends[2], window_to=mid)
+    gold = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES + (REPLAY_RUNS,)}
+    with pytest.raises(RunIdSpentError) as error:
+        replay_window(spark, warehouse, load_settings(), RUN, window_from=ends[2], window_to=ends[3])
+    assert re.fullmatch(
+        rf"run '{RUN}' stopped after writing gold\.\w+ for the window \({re.escape(format_ms(ends[2]))}, {re.escape(format_ms(mid))}\], "
+        rf"not the window \({re.escape(format_ms(ends[2]))}, {re.escape(format_ms(ends[3]))}\] asked now: a retry would keep those writes as "
+        rf"done and write the other tables for another window; run the window asked under another run id \(--run-id\), which "
+        rf"discards these writes, or retry '{RUN}' with its window \(--from {re.escape(format_ms(ends[2]))} --to {re.escape(format_ms(mid))}\)",
+        str(error.value),
+    ), str(error.value)
+    assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES + (REPLAY_RUNS,)} == gold
+    retried = replay_window(spark, warehouse, load_settings(), RUN, window_from=ends[2], window_to=mid)
+    assert (retried.written_before_ms, retried.resumed_from, retried.window_to) == (None, ends[2], mid)
