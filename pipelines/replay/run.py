@@ -921,10 +921,15 @@ def check_window(spark: SparkSession, warehouse: Warehouse, run_id: str) -> Qual
 
 def _gold_results(warehouse: Warehouse, run_id: str, attempt: int) -> list[dict[str, Any]]:
     """The gold quality results of attempt ``attempt`` of ``run_id`` (rows without an attempt are the
-    first's: written before attempts existed)."""
-    if not warehouse.exists(QUALITY_RESULTS):
+    first's: written before attempts existed). Every one is written by the commit of that attempt's
+    check (:func:`check_window`), so without that commit (its quality stage has not run: a retry of
+    its replay stage, say) there are none, which the table's app transactions tell without reading
+    any of its files (a filter over the whole table, one file per run, before:
+    ``scripts/bench/gold_results.py``)."""
+    job = attempt_job(GOLD_QUALITY_JOB, attempt)
+    if not warehouse.committed(QUALITY_RESULTS, CommitInfo(run_id=run_id, job=job)):  # False without the table
         return []
-    rows = run_rows(warehouse, QUALITY_RESULTS, attempt_job(GOLD_QUALITY_JOB, attempt), run_id)
+    rows = run_rows(warehouse, QUALITY_RESULTS, job, run_id)
     return [r for r in rows if r["suite"].startswith("gold.") and (r.get("attempt") or 1) == attempt]
 
 

@@ -3,7 +3,8 @@ the task after its run row was committed, or a cleared task): every write is ski
 the operator reads that, with the counts the earlier try recorded in ``gold.replay_runs``, not
 counts computed now under a line that says they were written. Once the run id is published, the
 replay stage says that nothing is left to do. Such a retry replays nothing: it answers with the
-data files of ``silver.events`` gone, which any replay of the window reads. A try stopped before its
+data files of ``silver.events`` gone, which any replay of the window reads (and, before its quality
+stage ran, those of ``silver.quality_results``, where it has no results to find). A try stopped before its
 run row (the last of its writes) is replayed again, and records the same counts. A run of the run id
 that asks another window than the one it wrote (a ``--from`` or ``--to`` of its own, to any stage)
 is refused with the window recorded, the window asked and what to do, and changes nothing.
@@ -25,7 +26,7 @@ import pytest
 from jobs.rebuild_routes import parse_args, stage
 from nsreplay.config import load_settings
 from nsreplay.runtime import format_ms
-from nsreplay.storage import Warehouse
+from nsreplay.storage import TableSpec, Warehouse
 from pipelines.replay.run import RunIdSpentError, replay_window
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_TABLES
 from schemas.silver import QUALITY_RESULTS
@@ -47,10 +48,11 @@ def without_seconds(line: str) -> str:
 
 
 @contextmanager
-def events_unreadable(warehouse: Warehouse, aside: Path) -> Iterator[None]:
-    """Every data file of ``silver.events`` moved to ``aside`` (its log left as is), and back after:
-    a replay of any window reads some of them, so one that runs meanwhile fails."""
-    files = [Path(f) for f in warehouse.file_uris(EVENTS)]
+def events_unreadable(warehouse: Warehouse, aside: Path, *specs: TableSpec) -> Iterator[None]:
+    """Every data file of ``silver.events`` (and of ``specs``) moved to ``aside`` (the logs left as
+    they are), and back after: a replay of any window reads some of them, so one that runs meanwhile
+    fails; so does any read of the others."""
+    files = [Path(f) for spec in (EVENTS, *specs) for f in warehouse.file_uris(spec)]
     assert files
     aside.mkdir()
     moved = [(f, aside / f"{i}.parquet") for i, f in enumerate(files)]
@@ -76,9 +78,10 @@ def test_a_replay_retried_after_it_wrote_says_so_with_the_counts_recorded_then(s
     (written_ms,) = [r.written_ms for r in warehouse.read(REPLAY_RUNS).where(f"run_id = '{RUN}'").collect()]
 
     # the retry: nothing replayed (silver.events cannot be read), nothing written, and it says so,
-    # with what the first try recorded
+    # with what the first try recorded; its quality stage has not run, so there are no gold results
+    # to look for (silver.quality_results, every run's, cannot be read either)
     said_then = first[0].removeprefix(f"replay {RUN}: ")
-    with events_unreadable(warehouse, tmp_path / "aside-1"):
+    with events_unreadable(warehouse, tmp_path / "aside-1", QUALITY_RESULTS):
         retried = run_stage(spark, root, ends, "replay", capsys)
     assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES + (REPLAY_RUNS,)} == versions
     already = f"replay {RUN}: written already, by an earlier try of this run id at {format_ms(written_ms)}"
