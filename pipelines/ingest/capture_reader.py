@@ -126,6 +126,8 @@ def head_length(size: int) -> int:
     """How many of a part's first bytes its head fingerprint covers, for a part of ``size`` bytes: the
     longest of :func:`head_lengths` it holds, or all of them when it holds none."""
     return max((n for n in head_lengths() if n <= size), default=size)
+
+
 # Compressed bytes inflated per call: ~3 MB of output each. Inflating a whole 4 MB read at once makes
 # ~45 MB objects, and allocating those costs as much again as inflating (one file: 1.1 s -> 0.5 s).
 INFLATE_SLICE_BYTES = 256 * 1024
@@ -716,8 +718,8 @@ class CompletePart:
     those bytes (:func:`read_capture_raw`). ``head_sha256`` is the SHA-256 of its first
     :func:`head_length` bytes (:data:`HEAD_BYTES`, or fewer for a shorter part): one of the fingerprints
     a file's first bytes must have for it to continue this part (:func:`head_sha256s`; None: not
-    recorded). A part recorded by an earlier version, shorter than :data:`HEAD_BYTES`, has the SHA-256
-    of all its file's bytes as read then: only a file that is that one still matches it.)"""
+    recorded). (A part shorter than :data:`HEAD_BYTES` that an earlier version recorded has the
+    SHA-256 of all its file's bytes as read then: only a file that is that one still matches it.)"""
 
     size: int
     lines: int
