@@ -168,7 +168,11 @@ def _started(builder: Any, given: Mapping[str, str] | None = None) -> Any:
     setting Spark refuses, there or in the SparkContext, is a :class:`SparkConfigError` naming
     Spark's reason (:func:`_refused_setting`; ``given``: the settings ``builder`` was given), before
     the job touches any table. So is a negative ``spark.task.cpus``, which Spark takes, and with
-    which no job of the session would ever run."""
+    which no job of the session would ever run, and a value of the wrong kind for a setting Spark
+    reads only when a job needs it (:mod:`nsreplay.late_settings`: ``spark.default.parallelism=abc``
+    failed the session's first job). The session is stopped before either is raised."""
+    from nsreplay.late_settings import late_refusals
+
     try:
         spark = builder.getOrCreate()
         spark.conf.get("spark.sql.session.timeZone")
@@ -177,12 +181,17 @@ def _started(builder: Any, given: Mapping[str, str] | None = None) -> Any:
         if refused is None:
             raise
         raise SparkConfigError(f"{SPARK_REFUSED}: {refused}") from exc
-    cpus = spark.sparkContext.getConf().get("spark.task.cpus", "1")
+    settings = dict(spark.sparkContext.getConf().getAll())
+    cpus = settings.get("spark.task.cpus", "1")
     if cpus.strip().lstrip("-").isdigit() and int(cpus) < 1:
         # Spark takes a negative value (0 it refuses: "/ by zero"), starts, and then runs no task:
         # every job waits for ever ("CPUs per task should be > 0" in the JVM's log only)
         spark.stop()
         raise SparkConfigError(f"{SPARK_REFUSED}: spark.task.cpus={cpus}: a task takes at least one cpu (Spark would start and run no task)")
+    late = late_refusals(spark.sparkContext._jvm, settings)
+    if late:
+        spark.stop()
+        raise SparkConfigError(f"{SPARK_REFUSED}: {'; '.join(late)}")
     return spark
 
 

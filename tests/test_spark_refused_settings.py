@@ -69,3 +69,77 @@ def test_settings_spark_refuses_at_the_start_are_spark_configuration_errors_nami
         ["SparkConfigError", REFUSED + "spark.task.cpus=-1: a task takes at least one cpu (Spark would start and run no task)"],
     ], result.stdout + result.stderr[-3000:]
     assert len(said) == 6 and said[5][0] == "Py4JJavaError" and "BindException" in said[5][1], said[5:]
+
+
+#: Tries build_spark with each case's settings, each from a builder of its own settings only (PySpark's
+#: builder is one object per process, which keeps the options of every session built before), and runs
+#: a job of a range, a shuffle and a Python task in each session that starts; prints, a line each,
+#: [type, message] of the failure, or ["ran", ""].
+TRY_JOBS = """
+import json, sys
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+from nsreplay.config import load_settings
+from nsreplay.runtime import build_spark
+def passed_on(batches):
+    yield from batches
+for conf in json.loads(sys.argv[1]):
+    SparkSession.builder._options.clear()
+    try:
+        spark = build_spark(load_settings(), "late-settings", conf=conf)
+        spark.range(40).repartition(3).groupBy("id").count().mapInArrow(passed_on, "id long, count long").collect()
+        spark.stop()
+        print(json.dumps(["ran", ""]), flush=True)
+    except Exception as exc:
+        print(json.dumps([type(exc).__name__, " ".join(str(exc).split("\\n\\tat ")[0].split())[:600]]), flush=True)
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+"""
+
+
+def test_a_setting_spark_reads_only_when_a_job_needs_it_is_refused_as_the_session_starts(tmp_path) -> None:
+    """Spark took ``spark.default.parallelism=abc`` as the session started and failed the first job
+    that asked for the default parallelism ("NumberFormatException: Illegal value for config key
+    spark.default.parallelism"), ``spark.python.worker.reuse=maybe`` the first Python task, a size
+    of the shuffle the first shuffle, ``spark.locality.wait=soon`` the scheduler (every job of the
+    session cancelled): errors the DAG retried, to fail the same way. Now each is a SparkConfigError
+    as the session starts, naming the setting, its value and Spark's words; the values of the right
+    kind, Spark's own spellings of them, still run the job."""
+    # each case gives every setting, those it does not try with a value of the right kind: the first
+    # session's settings are the JVM's (spark-submit's) for every later one
+    right = {"spark.master": "local[2]", "spark.default.parallelism": "3", "spark.python.worker.reuse": " FALSE ",
+             "spark.python.worker.faulthandler.enabled": "True", "spark.shuffle.file.buffer": "64k",
+             "spark.shuffle.sort.bypassMergeThreshold": "100", "spark.reducer.maxSizeInFlight": "24m", "spark.locality.wait": "1s"}
+    cases = [
+        {**right, "spark.default.parallelism": "abc"},
+        {**right, "spark.python.worker.reuse": "maybe"},
+        {**right, "spark.python.worker.faulthandler.enabled": "1"},
+        {**right, "spark.shuffle.file.buffer": "lots"},
+        {**right, "spark.shuffle.sort.bypassMergeThreshold": "x"},
+        {**right, "spark.reducer.maxSizeInFlight": "1.5m"},
+        {**right, "spark.locality.wait": "soon"},
+        right,
+    ]
+    result = subprocess.run([sys.executable, "-c", TRY_JOBS, json.dumps(cases)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "NSREPLAY_ENV": "test", "PYTHONPATH": str(ROOT)})
+    said = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")]
+    size = ("Size must be specified as bytes (b), kibibytes (k), mebibytes (m), gibibytes (g), tebibytes (t), or pebibytes(p). "
+            "E.g. 50b, 100k, or 250m.")
+    assert said == [
+        ["SparkConfigError", REFUSED + 'spark.default.parallelism=abc: NumberFormatException: Illegal value for config key '
+                                       'spark.default.parallelism: For input string: "abc"'],
+        ["SparkConfigError", REFUSED + "spark.python.worker.reuse=maybe: IllegalArgumentException: spark.python.worker.reuse should be "
+                                       "boolean, but was maybe"],
+        ["SparkConfigError", REFUSED + "spark.python.worker.faulthandler.enabled=1: IllegalArgumentException: "
+                                       "spark.python.worker.faulthandler.enabled should be boolean, but was 1"],
+        ["SparkConfigError", REFUSED + f"spark.shuffle.file.buffer=lots: NumberFormatException: {size} Failed to parse byte string: lots"],
+        ["SparkConfigError", REFUSED + "spark.shuffle.sort.bypassMergeThreshold=x: IllegalArgumentException: "
+                                       "spark.shuffle.sort.bypassMergeThreshold should be int, but was x"],
+        ["SparkConfigError", REFUSED + f"spark.reducer.maxSizeInFlight=1.5m: NumberFormatException: {size} Fractional values are not "
+                                       "supported. Input was: 1.5"],
+        ["SparkConfigError", REFUSED + "spark.locality.wait=soon: NumberFormatException: Time must be specified as seconds (s), "
+                                       "milliseconds (ms), microseconds (us), minutes (m or min), hour (h), or day (d). E.g. 50s, 100ms, "
+                                       "or 250us. Failed to parse time string: soon"],
+        ["ran", ""],
+    ], result.stdout + result.stderr[-3000:]
+
