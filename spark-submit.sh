@@ -116,17 +116,21 @@ cd "$NSREPLAY_ROOT"
 # also writes its one-line failure reason to this file, copied to stderr here. No exec: the EXIT
 # trap must run (it also removes the properties file).
 reason="$(mktemp)"
-# spark-submit's own stderr also goes to this file: what it refuses before the job runs (an option or
-# setting: "Exception in thread "main" org.apache.spark.SparkException: Executor memory must be a
-# positive number", or the driver JVM's "Invalid maximum heap size: -Xmxlots") is said there, and
-# nsreplay.jvm_exit names it. tee ignores a Ctrl-C: the JVM's last lines still pass, before this
-# script's own line.
+# spark-submit's own stderr passes whole through nsreplay.jvm_stderr, which keeps its first and last
+# 64 KiB (in memory) and writes them to this file once spark-submit has ended: what it refuses before
+# the job runs (an option or setting: "Exception in thread "main" org.apache.spark.SparkException:
+# Executor memory must be a positive number", or the driver JVM's "Invalid maximum heap size:
+# -Xmxlots") is said there, and nsreplay.jvm_exit names it. A job that logs gigabytes to stderr
+# leaves no more than that. The copy ignores a Ctrl-C and SIGTERM: the JVM's last lines still pass,
+# before this script's own line. The EXIT trap removes the files on every end of the script (bash runs
+# it for a SIGTERM or SIGHUP too: Airflow stopping the task, a closed terminal); the copy never
+# creates the file again once it is gone.
 submit_stderr="$(mktemp)"
 trap 'rm -f "$props" "$reason" "$submit_stderr"' EXIT
 export NSREPLAY_REASON_FILE="$reason"
 exec 3>&1
 set +e
-"$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@" 2>&1 >&3 3>&- | nsreplay_uninterrupted tee "$submit_stderr" >&2 3>&-
+"$VENV/bin/spark-submit" --properties-file "$props" ${extra[@]+"${extra[@]}"} "$@" 2>&1 >&3 3>&- | nsreplay_uninterrupted "$VENV/bin/python" -m nsreplay.jvm_stderr "$submit_stderr" >&2 3>&-
 status=${PIPESTATUS[0]}
 set -e
 exec 3>&-

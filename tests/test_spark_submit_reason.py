@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import re
 import resource
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,67 @@ def test_a_setting_spark_refuses_is_named_as_a_spark_configuration_error(tmp_pat
     assert (result.returncode, last) == (1, "ingest_captures.py: SparkConfigError: Spark refused its settings (spark-submit options, "
                                              f"the DAG's spark_args, conf/<env>/spark-defaults.conf): {refused}"), result.stderr[-3000:]
     assert not (tmp_path / "wh").exists()
+
+
+#: A job that writes ``lines`` lines of 1 KiB to its driver JVM's stderr (as Spark's own logging does,
+#: for hours), then prints the size of the largest file in spark-submit.sh's temporary directory (its
+#: own files are there: the reason file's), then waits ``wait`` seconds.
+NOISY_JOB = """
+import glob, os, sys, time
+from nsreplay.config import load_settings
+from nsreplay.runtime import build_spark
+lines, wait = int(sys.argv[1]), float(sys.argv[2])
+spark = build_spark(load_settings(), "noisy")
+err = spark.sparkContext._jvm.java.lang.System.err
+err.print("".join(f"line {i:07d} " + "x" * 1010 + "\\n" for i in range(lines)))
+err.flush()
+time.sleep(2)  # what spark-submit.sh keeps of stderr has what it was sent
+here = os.path.dirname(os.environ["NSREPLAY_REASON_FILE"])
+print("largest", max(os.path.getsize(p) for p in glob.glob(os.path.join(here, "*")) if os.path.isfile(p)), flush=True)
+time.sleep(wait)
+"""
+
+
+def test_what_spark_submit_sh_keeps_of_a_long_stderr_is_capped_and_the_stderr_passed_on_whole(tmp_path) -> None:
+    """spark-submit.sh copied spark-submit's stderr to a temporary file whole, to find a setting
+    spark-submit refused there: a job that logs a lot to stderr for hours filled it without bound
+    (20 MiB of stderr, a 20 MiB file). Now at most its first and last 64 KiB are kept, in memory
+    until spark-submit ends, and the stderr the script passes on is still all of it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    (tmp_path / "noisy_job.py").write_text(NOISY_JOB)
+    result = subprocess.run([str(ROOT / "spark-submit.sh"), str(tmp_path / "noisy_job.py"), "8192", "0"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "NSREPLAY_ENV": "test", "TMPDIR": str(temp)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    largest = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("largest ")]
+    assert len(largest) == 1 and largest[0] <= 2 * 64 * 1024 + 100, (largest, result.stdout[-2000:])
+    passed = [line for line in result.stderr.splitlines() if line.startswith("line ")]
+    assert passed == [f"line {i:07d} " + "x" * 1010 for i in range(8192)], len(passed)
+    assert [p.name for p in temp.iterdir() if p.is_file()] == []
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_spark_submit_sh_leaves_no_temporary_file_when_stopped(tmp_path, stop) -> None:
+    """Airflow stops a task with SIGTERM to its process group, a user with Ctrl-C (SIGINT): the
+    script's temporary files (its properties, the job's reason, the kept ends of spark-submit's
+    stderr) are removed either way, and the copy of stderr, which ends after the script, does not
+    write its file again."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    (tmp_path / "noisy_job.py").write_text(NOISY_JOB)
+    script = subprocess.Popen([str(ROOT / "spark-submit.sh"), str(tmp_path / "noisy_job.py"), "256", "300"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+                              preexec_fn=default_sigint, env={**os.environ, "NSREPLAY_ENV": "test", "TMPDIR": str(temp)})
+    try:
+        for line in script.stdout:
+            if line.startswith("largest "):
+                break
+        assert [p for p in temp.iterdir() if p.is_file()], "the script's files are there while the job runs"
+        os.killpg(script.pid, stop)
+        script.wait(120)
+    finally:
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGKILL)
+            script.wait()
+    time.sleep(3)  # the copy of stderr ends once the JVM has
+    assert [p.name for p in temp.iterdir() if p.is_file()] == []
