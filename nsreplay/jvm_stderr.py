@@ -14,19 +14,30 @@ when its stdin ends writes the kept ends to ``KEPT_FILE`` if that file still exi
 created: a caller that removed it, ended by a signal, gets no file back), or to the pipe
 ``/dev/fd/N`` it was given. It ignores SIGINT and SIGTERM: it ends when its writer does, so the
 writer's last lines still pass (``spark-submit.sh`` pipes spark-submit's stderr through it).
+:func:`launch_gateway` starts the JVM of a session built in-process (``nsreplay`` commands,
+notebooks) with its stderr through it.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 #: The bytes kept of each end of the stream: spark-submit's refusal (its exception's first lines, or
 #: the launcher's "Error: ..." and usage) and the JVM's refusal of its heap are a few KiB at most.
 KEPT_BYTES = 64 * 1024
+
+#: How long a launch that failed waits for the copy of the JVM's stderr (the JVM has ended: the copy
+#: ends as soon as it has read what the JVM wrote).
+_COPY_WAIT_SECONDS = 10
+
 
 @dataclass
 class KeptEnds:
@@ -117,5 +128,68 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - run by spark-submit.sh
+def _ignore_interrupts() -> None:
+    """In the copy's process, before it runs: a Ctrl-C or SIGTERM must not end it before the JVM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def launch_gateway(conf: Any) -> Any:
+    """PySpark's ``launch_gateway(conf)`` (spark-submit starting the driver JVM with ``conf``), with the
+    JVM's stderr passed to this process's stderr through ``python -m nsreplay.jvm_stderr``, whose
+    kept ends come back through a pipe (no file: nothing is left behind, however this process
+    ends). When the JVM ends before it gives its port (PySpark's ``JAVA_GATEWAY_EXITED``, which says
+    nothing of why), a refusal of a setting that spark-submit or the driver JVM made there
+    (:func:`nsreplay.jvm_exit.submit_refusal`, :func:`~nsreplay.jvm_exit.heap_refusal`) is raised
+    as :class:`nsreplay.runtime.SparkConfigError`, as ``spark-submit.sh`` says it; any other end
+    stays PySpark's error. The copy lives as long as the JVM's stderr is open."""
+    from pyspark.java_gateway import launch_gateway as pyspark_launch_gateway
+
+    from nsreplay.jvm_exit import heap_refusal, submit_refusal
+    from nsreplay.runtime import SPARK_REFUSED, SparkConfigError
+
+    kept_read, kept_write = os.pipe()
+    try:
+        package_root = str(Path(__file__).resolve().parents[1])
+        python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        copier = subprocess.Popen([sys.executable, "-m", "nsreplay.jvm_stderr", f"/dev/fd/{kept_write}"], stdin=subprocess.PIPE, stdout=2,
+                                  pass_fds=(kept_write,), env={**os.environ, "PYTHONPATH": python_path}, preexec_fn=_ignore_interrupts)
+        os.close(kept_write)
+        kept_write = -1
+        try:
+            return pyspark_launch_gateway(conf, popen_kwargs={"stderr": copier.stdin})
+        except Exception as exc:
+            if getattr(exc, "getCondition", lambda: None)() != "JAVA_GATEWAY_EXITED":
+                raise
+            copier.stdin.close()  # the JVM has ended: the copy's input ends with this process's end of the pipe
+            said = _read_until_closed(kept_read, _COPY_WAIT_SECONDS)
+            refused = None if said is None else submit_refusal(said) or heap_refusal(said)
+            if refused is None:
+                raise
+            raise SparkConfigError(f"{SPARK_REFUSED}: {refused}") from exc
+        finally:
+            if not copier.stdin.closed:
+                copier.stdin.close()  # the JVM has its own copy of the pipe
+    finally:
+        os.close(kept_read)
+        if kept_write >= 0:
+            os.close(kept_write)
+
+
+def _read_until_closed(fd: int, seconds: float) -> str | None:
+    """All that is written to the pipe ``fd`` until its writer closes it, as text; ``None`` when that
+    takes more than ``seconds`` (a child of the JVM still holds the JVM's stderr open)."""
+    deadline = time.monotonic() + seconds
+    data = bytearray()
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return data.decode("utf-8", errors="replace")
+        data += chunk
+    return None
+
+
+if __name__ == "__main__":  # pragma: no cover - run by spark-submit.sh and launch_gateway
     sys.exit(main(sys.argv[1:]))

@@ -224,7 +224,8 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
     then ``conf`` (settings of this one session, e.g. a benchmark's event log), and, when this
     starts the JVM on a local master, nsreplay's local file system (:mod:`nsreplay.local_fs`) and
     the driver's class archive (:mod:`nsreplay.jvm_archive`). A setting Spark refuses raises
-    :class:`SparkConfigError` here, the session's SQL settings included. A JVM it starts logs to stderr
+    :class:`SparkConfigError` here, the session's SQL settings included, and so do those that
+    spark-submit or the driver JVM refuse as this starts the JVM (:func:`_start_jvm`). A JVM it starts logs to stderr
     (:mod:`nsreplay.jvm_logging`) and, in the C/POSIX locale, gets a UTF-8 one for its file names
     (:mod:`nsreplay.jvm_locale`: this process's environment keeps it).
     """
@@ -241,7 +242,8 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
 
     builder = SparkSession.builder.appName(app_name)
     settings_conf = {**read_spark_defaults(settings.spark_defaults_files()), **(conf or {})}
-    if SparkContext._gateway is None:  # the JVM starts now, so it can get nsreplay's local file system
+    starting = SparkContext._gateway is None
+    if starting:  # the JVM starts now, so it can get nsreplay's local file system
         os.environ.update(jvm_locale.jvm_locale_overrides(os.environ))  # file names in UTF-8, as Python's
         jvm_logging.configure()
         settings_conf.update(local_fs.session_conf(master, settings_conf))
@@ -250,10 +252,28 @@ def build_spark(settings: Settings, app_name: str, master: str | None = None, co
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
+    if starting and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        _start_jvm({**settings_conf, "spark.app.name": app_name, **({"spark.master": master} if master else {})})
     spark = _started(builder, {**settings_conf, **({"spark.master": master} if master else {})})
     spark.sparkContext.setLogLevel("ERROR")
     _note_interrupts()
     return spark
+
+
+def _start_jvm(conf: Mapping[str, str]) -> None:
+    """Start the driver JVM through spark-submit with ``conf``, as PySpark does when a session is first
+    built, with its stderr passed through a copy that keeps what spark-submit or the JVM refuse
+    there before the JVM is up (``spark.executor.memory=lots``, ``spark.driver.memory=lots``): a
+    :class:`SparkConfigError` naming it, as ``spark-submit.sh`` says it, not PySpark's
+    ``JAVA_GATEWAY_EXITED`` (:func:`nsreplay.jvm_stderr.launch_gateway`)."""
+    from pyspark import SparkConf, SparkContext
+
+    from nsreplay import jvm_stderr
+
+    spark_conf = SparkConf(loadDefaults=False)
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    SparkContext._ensure_initialized(gateway=jvm_stderr.launch_gateway(spark_conf))
 
 
 _INTERRUPTED = threading.Event()  # set by a Ctrl-C (SIGINT) once a Spark session has started

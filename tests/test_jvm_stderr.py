@@ -1,5 +1,6 @@
 """nsreplay.jvm_stderr: a JVM's stderr passed on whole, its two ends kept to find a refusal of a
-setting (tests/test_spark_submit_reason.py runs it under spark-submit.sh)."""
+setting (tests/test_spark_submit_reason.py runs it under spark-submit.sh, and
+tests/test_spark_refused_settings.py under a session built in-process)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Tries build_spark with each case's settings; prints, a line each, [type, message] of the failure.
@@ -143,3 +145,24 @@ def test_a_setting_spark_reads_only_when_a_job_needs_it_is_refused_as_the_sessio
         ["ran", ""],
     ], result.stdout + result.stderr[-3000:]
 
+
+@pytest.mark.parametrize("setting, value, refused, jvm_said", [
+    # refused by spark-submit's check of its arguments, before the driver JVM's gateway is up
+    ("spark.executor.memory", "lots", "SparkException: Executor memory must be a positive number",
+     'Exception in thread "main" org.apache.spark.SparkException: Executor memory must be a positive number'),
+    # refused by the driver JVM, which spark-submit's launcher gives spark.driver.memory as its heap
+    ("spark.driver.memory", "lots", "spark.driver.memory: Invalid maximum heap size: -Xmxlots", "Invalid maximum heap size: -Xmxlots"),
+])
+def test_a_setting_refused_before_the_jvm_of_a_session_built_in_process_is_up_is_a_spark_configuration_error(
+        tmp_path, setting, value, refused, jvm_said) -> None:
+    """A session built in this process (``nsreplay`` commands, notebooks: build_spark starts the JVM
+    through spark-submit, as PySpark does) with a setting that spark-submit or the driver JVM refuses
+    ended with PySpark's "PySparkRuntimeError: [JAVA_GATEWAY_EXITED] Java gateway process exited
+    before sending its port number.", which says nothing of why. Now it is the SparkConfigError that
+    spark-submit.sh says for the same setting, with spark-submit's or the JVM's words; the JVM's own
+    lines still reach stderr."""
+    result = subprocess.run([sys.executable, "-c", TRY_SESSIONS, json.dumps([{setting: value}])], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "NSREPLAY_ENV": "test", "PYTHONPATH": str(ROOT)})
+    said = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")]
+    assert said == [["SparkConfigError", REFUSED + refused]], result.stdout + result.stderr[-3000:]
+    assert jvm_said in result.stderr.splitlines(), result.stderr[-3000:]
