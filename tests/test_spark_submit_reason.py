@@ -195,6 +195,11 @@ def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> 
     ("spark.executor.memory", "Invalid argument to --conf: spark.executor.memory"),
     # refused by the driver JVM, which the launcher gives spark.driver.memory as its heap
     ("spark.driver.memory=lots", "spark.driver.memory: Invalid maximum heap size: -Xmxlots"),
+    # taken by Spark, which reads them only when a job needs them (nsreplay.late_settings): refused as the session starts
+    ("spark.default.parallelism=abc", 'spark.default.parallelism=abc: NumberFormatException: Illegal value for config key '
+                                      'spark.default.parallelism: For input string: "abc"'),
+    ("spark.python.worker.reuse=maybe", "spark.python.worker.reuse=maybe: IllegalArgumentException: spark.python.worker.reuse should be "
+                                        "boolean, but was maybe"),
 ])
 def test_a_setting_spark_refuses_is_named_as_a_spark_configuration_error(tmp_path, setting, refused) -> None:
     """A value Spark cannot parse (a mistyped --conf, the DAG's spark_args, conf/<env>/spark-defaults.conf)
