@@ -59,11 +59,14 @@ def driver_memory(properties: Mapping[str, str], cli_args: Sequence[str]) -> str
 #: spark-submit refusing an option or setting: its main thread ends with a SparkException raised by
 #: the ``error`` of its arguments' check (SparkSubmitArguments: memory, cores, executors, ...) or of
 #: its own (SparkSubmit: the master, the deploy mode): checks of the arguments, the settings and the
-#: environment (HADOOP_CONF_DIR), which fail the same way again. Any other end of spark-submit (a
-#: package that could not be fetched, a cluster that refused the application) is not one.
+#: environment (HADOOP_CONF_DIR), which fail the same way again; or with the exception of a setting's
+#: own converter, thrown in Spark's settings code (``org.apache.spark.internal.config``) as
+#: spark-submit reads the setting (``spark.buffer.size=x``: "spark.buffer.size should be int, but
+#: was x", as it makes the job's Hadoop configuration). Any other end of spark-submit (a package that
+#: could not be fetched, a cluster that refused the application) is not one.
 _SUBMIT_REFUSAL = re.compile(
     r'^Exception in thread "main" (?:[\w$]+\.)*(?P<kind>[\w$]+): (?P<message>.*)\n'
-    r"\s+at org\.apache\.spark\.deploy\.SparkSubmit(?:Arguments)?\.error\(",
+    r"\s+at org\.apache\.spark\.(?:deploy\.SparkSubmit(?:Arguments)?\.error\(|internal\.config\.)",
     re.MULTILINE,
 )
 #: spark-submit's launcher refusing an option it cannot parse (``--conf key`` without ``=value``, an

@@ -57,8 +57,13 @@ def test_only_spark_submit_s_refusal_of_its_settings_is_a_spark_configuration_er
     not_created = "Error occurred during initialization of VM\nCould not reserve enough space for object heap\n"
     unparsed = ("Error: Invalid argument to --conf: spark.executor.memory\n\nWARNING: Using incubator modules: jdk.incubator.vector\n"
                 "Usage: spark-submit [options] <app jar | python file | R file> [app arguments]\n")
-    assert [submit_refusal(text) for text in (refused, unparsed, unfetched, not_created)] == [
-        "SparkException: Executor memory must be a positive number", "Invalid argument to --conf: spark.executor.memory", None, None]
+    # a setting's own converter, called by spark-submit as it prepares the job (spark.buffer.size=x)
+    converted = ('Exception in thread "main" java.lang.IllegalArgumentException: spark.buffer.size should be int, but was x\n'
+                 '\tat org.apache.spark.internal.config.ConfigHelpers$.toNumber(ConfigBuilder.scala:36)\n'
+                 '\tat org.apache.spark.internal.config.ConfigBuilder.$anonfun$intConf$1(ConfigBuilder.scala:252)\n')
+    assert [submit_refusal(text) for text in (refused, unparsed, converted, unfetched, not_created)] == [
+        "SparkException: Executor memory must be a positive number", "Invalid argument to --conf: spark.executor.memory",
+        "IllegalArgumentException: spark.buffer.size should be int, but was x", None, None]
     assert [heap_refusal(text) for text in ("Invalid maximum heap size: -Xmx4gb\nError: Could not create the Java Virtual Machine.\n",
                                             not_created)] == ["spark.driver.memory: Invalid maximum heap size: -Xmx4gb", None]
     assert exit_reason("j.py", 1, "4g", "SparkException: Executor memory must be a positive number") == (

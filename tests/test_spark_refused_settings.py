@@ -150,6 +150,9 @@ def test_a_setting_spark_reads_only_when_a_job_needs_it_is_refused_as_the_sessio
     # refused by spark-submit's check of its arguments, before the driver JVM's gateway is up
     ("spark.executor.memory", "lots", "SparkException: Executor memory must be a positive number",
      'Exception in thread "main" org.apache.spark.SparkException: Executor memory must be a positive number'),
+    # refused by spark-submit as it prepares the JVM's gateway: the setting's own converter
+    ("spark.buffer.size", "x", "IllegalArgumentException: spark.buffer.size should be int, but was x",
+     'Exception in thread "main" java.lang.IllegalArgumentException: spark.buffer.size should be int, but was x'),
     # refused by the driver JVM, which spark-submit's launcher gives spark.driver.memory as its heap
     ("spark.driver.memory", "lots", "spark.driver.memory: Invalid maximum heap size: -Xmxlots", "Invalid maximum heap size: -Xmxlots"),
 ])

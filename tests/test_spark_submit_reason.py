@@ -191,6 +191,8 @@ def test_a_driver_jvm_killed_under_the_job_is_said_with_the_signal(tmp_path) -> 
     ("spark.task.cpus=0", "spark.master=local[*], spark.task.cpus=0: ArithmeticException: / by zero"),
     # refused by spark-submit itself, before the job runs (its own words, from its stderr)
     ("spark.executor.memory=lots", "SparkException: Executor memory must be a positive number"),
+    # refused by spark-submit as it prepares the job: the setting's own converter (Hadoop's io.file.buffer.size is made from it)
+    ("spark.buffer.size=x", "IllegalArgumentException: spark.buffer.size should be int, but was x"),
     # a --conf without a value, refused by spark-submit's launcher as it reads its options
     ("spark.executor.memory", "Invalid argument to --conf: spark.executor.memory"),
     # refused by the driver JVM, which the launcher gives spark.driver.memory as its heap
