@@ -128,6 +128,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+#: The copies of the stderr of the JVMs this process started.
+_COPIES: list[subprocess.Popen] = []
+
+
 def _ignore_interrupts() -> None:
     """In the copy's process, before it runs: a Ctrl-C or SIGTERM must not end it before the JVM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -157,7 +161,9 @@ def launch_gateway(conf: Any) -> Any:
         os.close(kept_write)
         kept_write = -1
         try:
-            return pyspark_launch_gateway(conf, popen_kwargs={"stderr": copier.stdin})
+            gateway = pyspark_launch_gateway(conf, popen_kwargs={"stderr": copier.stdin})
+            _COPIES.append(copier)  # runs as long as the JVM: not a child left unwaited for when this returns
+            return gateway
         except Exception as exc:
             if getattr(exc, "getCondition", lambda: None)() != "JAVA_GATEWAY_EXITED":
                 raise
