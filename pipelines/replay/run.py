@@ -458,8 +458,28 @@ def _check_no_other_writer(warehouse: Warehouse, before: Mapping[str, int | None
         )
 
 
+def _committed_before_publish(warehouse: Warehouse, published: Published | None, run_id: str, attempt: int,
+                              since_publish: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """The gold tables that ``run_id``'s attempt ``attempt`` committed to (a write, or a discard of
+    other runs' writes) at or before the version the latest publish names, when that publish is
+    another run's and ``run_id`` never published: that run's replay discarded those commits (or
+    wrote over them), then published. They are not among the table's commits since the publish
+    (``since_publish``: :func:`_commits_since_publish`, whose tables only are looked at), which
+    the other checks read, but they are among its app transactions (kept forever), by which a
+    retry's repeated commits are skipped. Read from those app transactions: no history is read."""
+    if published is None or published.run_id == run_id:
+        return []
+    jobs = (attempt_job(JOB, attempt), attempt_job(DISCARD_JOB, attempt))
+    before = [name for name, commits in sorted(since_publish.items())
+              if any(warehouse.committed(name, CommitInfo(run_id=run_id, job=job))
+                     and not any(c["run_id"] == run_id and c["job"] == job for c in commits) for job in jobs)]
+    if before and warehouse.committed(PUBLISH_LOG, CommitInfo(run_id=run_id, job=PUBLISH_JOB)):
+        return []  # its own publish came after them: a retry of a published run id writes nothing
+    return before
+
+
 def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int, since_publish: dict[str, list[dict[str, Any]]],
-                          attempt: int = 1) -> None:
+                          attempt: int, published: Published | None) -> None:
     """Refuse (:class:`RunIdSpentError`) a run id whose run again would publish tables that disagree
     with their input or with each other. The storage skips a repeated write of a (job, run id), which
     makes a retry safe when nothing changed, but not:
@@ -471,12 +491,14 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
       and write the others from the new input; or wrote them all (its run row too) and did not
       publish: the retry would publish the window without the records ingested since;
     * when another run committed to a gold table after this run's write or discard there (a run of
-      another id wrote, or discarded this run's writes): the retry would skip its own commits as done
-      and publish that run's rows, or the table without its own.
+      another id wrote, or discarded this run's writes), whether or not that run has published since
+      (:func:`_committed_before_publish`): the retry would skip its own commits as done and publish
+      that run's rows, or the table without its own.
 
     A run under another run id does all three right: it replaces the window's rows, and discards the
     unpublished writes of this one first. ``since_publish``: :func:`_commits_since_publish`;
-    ``attempt``: the run's attempt, whose writes are its own (:mod:`pipelines.replay.attempts`)."""
+    ``attempt``: the run's attempt, whose writes are its own (:mod:`pipelines.replay.attempts`);
+    ``published``: the latest publish (:func:`latest_publish`)."""
     stale = stale_windows_published_by(warehouse, run_id)
     if stale:
         w = stale[0]
@@ -485,6 +507,14 @@ def _check_run_id_unspent(warehouse: Warehouse, run_id: str, events_version: int
             f"ingested since (from {format_ms(w.late_from_ts)} on {w.namesrv}) make it stale; a run id publishes once, so running "
             f"it again cannot repair it; re-run it and every window after it, in order: "
             f"nsreplay backfill --warehouse {shlex.quote(warehouse.root)} --from {w.window_from}"
+        )
+    replaced = _committed_before_publish(warehouse, published, run_id, attempt, since_publish)
+    if replaced:
+        raise RunIdSpentError(
+            f"run {run_id!r} committed to {replaced[0]} before (a write or a discard), and run {published.run_id!r} has published "
+            f"since, over those commits: a retry would skip them as done and publish the table without them, or with the other "
+            f"run's rows; if that publish holds the window asked, nothing is left to do; otherwise run the window under another "
+            f"run id (--run-id)"
         )
     complete = warehouse.committed(REPLAY_RUNS, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt)))  # its run row: every write done
     for name, commits in since_publish.items():
@@ -638,7 +668,7 @@ def replay_window(
     since_publish = _commits_since_publish(warehouse, published)
     attempt, failed = _this_attempt(warehouse, run_id)
     if failed is None:
-        _check_run_id_unspent(warehouse, run_id, events_version, since_publish, attempt)
+        _check_run_id_unspent(warehouse, run_id, events_version, since_publish, attempt, published)
         if warehouse.committed(REPLAY_RUNS, CommitInfo(run_id=run_id, job=attempt_job(JOB, attempt))):
             # this attempt's run row, its last write, is there, so all its writes are: every write of
             # this try would be skipped, so the window is not replayed again (nor another run's
@@ -654,7 +684,7 @@ def replay_window(
     check_window_length(after if after is not None else min(origins.values()), until, cfg.max_window_days)
     if failed is not None:
         # a run id that never published, whose every earlier write goes: only the stale check applies
-        _check_run_id_unspent(warehouse, run_id, events_version, {}, attempt)
+        _check_run_id_unspent(warehouse, run_id, events_version, {}, attempt, published)
         _discard_failed_attempt(spark, warehouse, published, run_id, failed, since_publish)
         since_publish = _commits_since_publish(warehouse, published)
     _discard_unpublished(warehouse, published, run_id, since_publish, attempt)

@@ -30,3 +30,24 @@ def killed_before_run_row(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         patch.setattr(Warehouse, "append", killed_at_run_row)
         with pytest.raises(Killed):
             yield
+
+
+@contextmanager
+def killed_after_writes(monkeypatch: pytest.MonkeyPatch, writes: int) -> Iterator[None]:
+    """Within it, a replay stops (:class:`Killed`, which the block must raise) before its gold table
+    write number ``writes + 1``: ``writes`` gold tables written (with one write at a time: the
+    settings' ``write_threads`` 1), the others and the run row not."""
+    overwrite = Warehouse.overwrite_counted
+    done: list[str] = []
+
+    def counted(self, spec, *args, **kwargs):
+        if len(done) >= writes:
+            raise Killed(f"killed before writing {spec.name}")
+        result = overwrite(self, spec, *args, **kwargs)
+        done.append(spec.name)
+        return result
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Warehouse, "overwrite_counted", counted)
+        with pytest.raises(Killed):
+            yield

@@ -8,6 +8,9 @@ stage ran, those of ``silver.quality_results``, where it has no results to find)
 run row (the last of its writes) is replayed again, and records the same counts. A run of the run id
 that asks another window than the one it wrote (a ``--from`` or ``--to`` of its own, to any stage)
 is refused with the window recorded, the window asked and what to do, and changes nothing.
+A run id whose try (stopped after gold writes, or after its run row) a run of another id discarded
+and then published over is refused at its retry, and changes nothing; one stopped before its first
+gold write committed nothing, and its retry replays the window and publishes it.
 
 The stage is run as ``jobs/rebuild_routes.py --stage replay`` runs it (its ``stage`` function, on
 the shared Spark session), on a copy of the windowed warehouse, for its fourth window."""
@@ -22,16 +25,19 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame
 
 from jobs.rebuild_routes import parse_args, stage
 from nsreplay.config import load_settings
 from nsreplay.runtime import format_ms
 from nsreplay.storage import TableSpec, Warehouse
-from pipelines.replay.run import RunIdSpentError, replay_window
+from pipelines.replay.run import RunIdSpentError, latest_publish, replay_window, run_replay
+from published import plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_TABLES
 from schemas.silver import QUALITY_RESULTS
 from schemas.silver import EVENTS
-from stopped_runs import killed_before_run_row
+from stopped_runs import killed_after_writes, killed_before_run_row
 
 RUN = "w3"
 
@@ -205,3 +211,90 @@ def test_a_retry_asking_another_window_than_its_stopped_try_wrote_is_refused(spa
     assert {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES + (REPLAY_RUNS,)} == gold
     retried = replay_window(spark, warehouse, load_settings(), RUN, window_from=ends[2], window_to=mid)
     assert (retried.written_before_ms, retried.resumed_from, retried.window_to) == (None, ends[2], mid)
+
+
+
+def one_writer():
+    """The settings with one gold write at a time (a kill after n writes leaves exactly n)."""
+    from dataclasses import replace
+
+    settings = load_settings()
+    return replace(settings, replay=replace(settings.replay, write_threads=1))
+
+
+def published_tables(warehouse: Warehouse) -> dict[str, DataFrame]:
+    """Every gold table as the latest publish names it, without run_id (:func:`published.plain`)."""
+    versions = latest_publish(warehouse).versions
+    return {spec.name: plain(warehouse.read(spec, version=versions[spec.name])) for spec in REPLAY_TABLES}
+
+
+@pytest.mark.parametrize(("stopped", "other_to"), [
+    ("after 3 gold writes", "end"),
+    ("after 3 gold writes", "mid"),
+    ("after every gold write", "end"),
+    ("after its run row", "end"),
+])
+def test_a_retry_of_a_run_whose_writes_another_run_published_over_is_refused(spark, windowed, tmp_path, monkeypatch, stopped: str,
+                                                                              other_to: str) -> None:
+    """The run id's try stopped (after some gold writes, after all of them, or after its run row:
+    the replay stage done, quality and publish not), then a run of another id replayed the window
+    (or a shorter one, up to ``mid``), discarding that try's writes, and published it; then the run
+    id is retried (an Airflow retry of its task). Its commits are older than the published versions,
+    so the checks of the commits since the publish did not see them: its retry skipped its writes as
+    done and published the other run's rows as its own (beside its own, or, other run's window
+    being shorter, tables that end at ``mid`` beside tables that end at the window's end); one that
+    had written its run row answered as written and had its publish refused with "re-run its replay
+    stage", which answers the same again. The replay stage refuses it, and changes nothing."""
+    ends = windowed[1]
+    mid = (ends[2] + ends[3]) // 2
+    window = {"window_from": ends[2], "window_to": ends[3]}
+    root = str(tmp_path / "wh")
+    shutil.copytree(windowed[0], root)
+    warehouse = Warehouse(root, spark, "delta-rs")
+    if stopped == "after 3 gold writes":
+        with killed_after_writes(monkeypatch, 3):
+            replay_window(spark, warehouse, one_writer(), RUN, **window)
+    elif stopped == "after every gold write":
+        with killed_before_run_row(monkeypatch):
+            replay_window(spark, warehouse, load_settings(), RUN, **window)
+    else:
+        replay_window(spark, warehouse, load_settings(), RUN, **window)
+    run_replay(spark, warehouse, load_settings(), "other", window_from=ends[2], window_to=ends[3] if other_to == "end" else mid)
+    assert latest_publish(warehouse).run_id == "other"
+    tables = REPLAY_TABLES + (REPLAY_RUNS, QUALITY_RESULTS, PUBLISH_LOG)
+    versions = {spec.name: warehouse.version(spec) for spec in tables}
+    before = published_tables(warehouse)
+
+    with pytest.raises(RunIdSpentError) as error:
+        stage_with(spark, root, "replay", "--from", str(ends[2]), "--to", str(ends[3]))
+    assert re.fullmatch(
+        rf"run '{RUN}' committed to gold\.\w+ before \(a write or a discard\), and run 'other' has published since, over those "
+        rf"commits: a retry would skip them as done and publish the table without them, or with the other run's rows; if that "
+        rf"publish holds the window asked, nothing is left to do; otherwise run the window under another run id \(--run-id\)",
+        str(error.value),
+    ), str(error.value)
+    assert {spec.name: warehouse.version(spec) for spec in tables} == versions
+    assert latest_publish(warehouse).run_id == "other"
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_retry_of_a_run_stopped_before_its_first_gold_write_replays_over_another_runs_publish(spark, windowed, tmp_path, monkeypatch) -> None:
+    """A try stopped before its first gold write committed nothing: a run of another id that
+    published the window since leaves its retry nothing to skip, so the retry replays the window
+    and publishes it, the same rows as that run's."""
+    ends = windowed[1]
+    window = {"window_from": ends[2], "window_to": ends[3]}
+    root = str(tmp_path / "wh")
+    shutil.copytree(windowed[0], root)
+    warehouse = Warehouse(root, spark, "delta-rs")
+    with killed_after_writes(monkeypatch, 0):
+        replay_window(spark, warehouse, one_writer(), RUN, **window)
+    run_replay(spark, warehouse, load_settings(), "other", **window)
+    before = published_tables(warehouse)
+    retried = run_replay(spark, warehouse, load_settings(), RUN, **window)
+    assert retried.written_before_ms is None and latest_publish(warehouse).run_id == RUN
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
