@@ -1,4 +1,4 @@
-"""A replay stopped between its gold writes and its run row, for the tests of what its retry does."""
+"""A replay stopped among its gold writes or before its run row, for the tests of what its retry does."""
 
 from __future__ import annotations
 
@@ -7,12 +7,21 @@ from typing import Iterator
 
 import pytest
 
+from nsreplay.config import Settings, load_settings
 from nsreplay.storage import Warehouse
 from schemas.gold import REPLAY_RUNS
 
 
 class Killed(RuntimeError):
-    """Stands for a SIGKILL of the replay after its gold writes, before its run row."""
+    """Stands for a SIGKILL of a job between two of its commits."""
+
+
+def one_writer() -> Settings:
+    """The settings with one gold write at a time (a kill after n writes leaves exactly n)."""
+    from dataclasses import replace
+
+    settings = load_settings()
+    return replace(settings, replay=replace(settings.replay, write_threads=1))
 
 
 @contextmanager

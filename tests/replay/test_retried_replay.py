@@ -37,7 +37,7 @@ from published import plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_TABLES
 from schemas.silver import QUALITY_RESULTS
 from schemas.silver import EVENTS
-from stopped_runs import killed_after_writes, killed_before_run_row
+from stopped_runs import killed_after_writes, killed_before_run_row, one_writer
 
 RUN = "w3"
 
@@ -213,13 +213,6 @@ def test_a_retry_asking_another_window_than_its_stopped_try_wrote_is_refused(spa
     assert (retried.written_before_ms, retried.resumed_from, retried.window_to) == (None, ends[2], mid)
 
 
-
-def one_writer():
-    """The settings with one gold write at a time (a kill after n writes leaves exactly n)."""
-    from dataclasses import replace
-
-    settings = load_settings()
-    return replace(settings, replay=replace(settings.replay, write_threads=1))
 
 
 def published_tables(warehouse: Warehouse) -> dict[str, DataFrame]:

@@ -47,7 +47,7 @@ from pipelines.replay.stale import late_data_note, open_stale
 from published import assert_same_history, plain
 from schemas.gold import PUBLISH_LOG, REPLAY_RUNS, REPLAY_STATE, REPLAY_TABLES, ROUTE_CHANGES, STALE_WINDOWS
 from schemas.silver import EVENTS, QUALITY_RESULTS
-from stopped_runs import killed_before_run_row
+from stopped_runs import Killed, killed_after_writes, killed_before_run_row, one_writer
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = [spec for spec in REPLAY_TABLES if spec is not REPLAY_STATE]
@@ -509,33 +509,6 @@ def test_a_replay_leaves_out_the_records_of_an_ingest_that_has_not_finished(spar
     assert {(s.window_from, s.window_to) for s in result.stale} == {(cuts["restart"], cuts["inside_expiry"]), (cuts["inside_expiry"], cuts["end"])}
 
 
-class Killed(RuntimeError):
-    """Stands for a SIGKILL between two gold commits of a replay."""
-
-
-def one_writer():
-    """The settings with one gold write at a time (a kill after n writes leaves exactly n)."""
-    from dataclasses import replace
-
-    settings = load_settings()
-    return replace(settings, replay=replace(settings.replay, write_threads=1))
-
-
-def killed_after(monkeypatch, writes: int) -> None:
-    """Make the replay stop (raise :class:`Killed`) after ``writes`` more gold table writes."""
-    overwrite = Warehouse.overwrite_counted
-    done = []
-
-    def counted(self, spec, *args, **kwargs):
-        if len(done) >= writes:
-            raise Killed(f"killed before writing {spec.name}")
-        result = overwrite(self, spec, *args, **kwargs)
-        done.append(spec.name)
-        return result
-
-    monkeypatch.setattr(Warehouse, "overwrite_counted", counted)
-
-
 def test_a_retry_whose_writes_another_run_discarded_is_refused(spark, without_late, cuts, tmp_path, monkeypatch) -> None:
     """A replay killed after some gold writes, then another run of the window that discarded them and
     was killed in turn: a retry of the first would skip the writes it made before as done and publish
@@ -544,10 +517,8 @@ def test_a_retry_whose_writes_another_run_discarded_is_refused(spark, without_la
     before = published_tables(warehouse)
     window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
     for run_id, writes in (("first", 4), ("second", 0)):  # the second is killed right after its discard
-        killed_after(monkeypatch, writes)
-        with pytest.raises(Killed):
+        with killed_after_writes(monkeypatch, writes):
             replay_window(spark, warehouse, load_settings(), run_id, **window)
-        monkeypatch.undo()
     discarded = [h for h in warehouse.history(ROUTE_CHANGES) if h["run_id"] == "second"]
     assert discarded and all(h["operation"] == "RESTORE" for h in discarded)
     with pytest.raises(RunIdSpentError, match=r"^run 'first' committed to gold\.\w+ before \(a write or a discard\), and run\(s\) 'second' committed to it since"):
@@ -566,10 +537,8 @@ def test_a_retry_keeps_its_writes_made_after_discarding_another_runs(spark, with
     before = published_tables(warehouse)
     window = {"window_from": cuts["inside_expiry"], "window_to": cuts["end"]}
     replay_window(spark, warehouse, load_settings(), "unpublished", **window)
-    killed_after(monkeypatch, 4)
-    with pytest.raises(Killed):
+    with killed_after_writes(monkeypatch, 4):
         replay_window(spark, warehouse, one_writer(), "retried", **window)
-    monkeypatch.undo()
     kept = {spec.name: [h["version"] for h in warehouse.history(spec) if h["run_id"] == "retried" and h["job"] == "replay"] for spec in REPLAY_TABLES}
     assert sum(map(len, kept.values())) == 4
     run_replay(spark, warehouse, load_settings(), "retried", **window)
