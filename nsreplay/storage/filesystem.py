@@ -5,6 +5,9 @@ is how ``docs/operations.md`` and most clusters spell a bucket; pyarrow.fs knows
 :func:`arrow_filesystem` takes either, so one path works for Spark, delta-rs (which reads ``s3a`` as
 ``s3`` itself) and the Spark-free readers. Credentials then come from pyarrow's S3 defaults (the AWS
 credential chain, region from the URI's ``?region=`` or the bucket), not from Hadoop's ``fs.s3a.*``.
+A capture file is named under one scheme per store whatever the path said (:func:`object_uri`:
+``s3a://`` for S3, ``gs://`` for GCS), and found under the others an earlier version recorded
+(:func:`object_uri_aliases`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,38 @@ def canonical_uri(path: str) -> str:
     FileSystem for scheme "S3A""); and a file must have one name, so that an ingest that lists
     ``S3A://b/k`` and one that lists ``s3a://b/k`` do not both read it."""
     return _SCHEME.sub(lambda m: m.group(0).lower(), path, count=1)
+
+
+#: The schemes that name the same objects as another, and that other: the scheme an object's URI is
+#: recorded under (:func:`object_uri`). ``s3a`` for S3 (Hadoop's S3A connector, as Spark,
+#: ``docs/operations.md`` and the DAG's variables spell a bucket; ``s3`` is pyarrow's and AWS's name,
+#: ``s3n`` S3A's retired predecessor), ``gs`` for Google Cloud Storage (``gcs`` is pyarrow's other name).
+SAME_OBJECTS = {"s3": "s3a", "s3n": "s3a", "gcs": "gs"}
+
+
+def object_uri(uri: str) -> str:
+    """``uri`` under the one name of the object it names: its scheme in lower case
+    (:func:`canonical_uri`), and a scheme of :data:`SAME_OBJECTS` as the one it stands for
+    (``s3://b/k`` and ``s3n://b/k`` are ``s3a://b/k``, ``gcs://b/k`` is ``gs://b/k``), the rest as it
+    is; any other URI, and a path without a scheme, as :func:`canonical_uri` gives it. A capture file
+    listed as ``s3://b/k`` and as ``s3a://b/k`` is one file, read once (``bronze.ingest_files``)."""
+    named = canonical_uri(uri)
+    scheme, sep, rest = named.partition("://")
+    if sep and _SCHEME.match(named) and scheme in SAME_OBJECTS:
+        return f"{SAME_OBJECTS[scheme]}://{rest}"
+    return named
+
+
+def object_uri_aliases(uri: str) -> tuple[str, ...]:
+    """The names the object ``uri`` names may have been recorded under: :func:`object_uri` first, then
+    the same URI under each other scheme of :data:`SAME_OBJECTS` that stands for it (``s3a://b/k``:
+    also ``s3://b/k`` and ``s3n://b/k``, the names an earlier nsreplay recorded for a capture path
+    given so). ``(uri,)`` for any other URI or path."""
+    named = object_uri(uri)
+    scheme, sep, rest = named.partition("://")
+    if not (sep and _SCHEME.match(named)):
+        return (named,)
+    return (named, *(f"{alias}://{rest}" for alias, stands_for in SAME_OBJECTS.items() if stands_for == scheme))
 
 
 def arrow_uri(uri: str) -> str:

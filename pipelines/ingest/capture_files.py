@@ -26,8 +26,9 @@ listed below its leading part without glob characters only (:func:`glob_files`);
 ``name=`` starts pyarrow's URI options (``?region=eu-west-1``), any other ``?`` is a wildcard. As for a
 local path, a URI that names an existing file or directory is read as such even if it looks like a glob.
 
-A URI's listed files are URIs that :func:`open_capture` opens: the key ``day 1/é.jsonl`` is listed as
-``s3://bucket/day%201/%C3%A9.jsonl`` (what a URI must not hold as it is is percent-encoded, as pyarrow
+A URI's listed files are URIs that :func:`open_capture` opens, under one scheme per store (S3's
+``s3a://`` whether the path said ``s3://``, ``s3a://`` or ``s3n://``; GCS's ``gs://``): the key
+``day 1/é.jsonl`` is listed as ``s3a://bucket/day%201/%C3%A9.jsonl`` (what a URI must not hold as it is is percent-encoded, as pyarrow
 decodes it; ``date=2024-01-01/a+b.jsonl`` and the like are unchanged), with the capture path's
 options: ``s3a://bucket/day?endpoint_override=minio:9000&scheme=http`` lists
 ``s3a://bucket/day/a.jsonl?endpoint_override=minio:9000&scheme=http``, read from where it was listed.
@@ -156,8 +157,10 @@ def list_capture_files(spec: str) -> list[CaptureFile]:
 
 def list_captures(spec: str) -> CaptureListing:
     """:func:`list_capture_files`, with what a directory holds that is not read (:class:`CaptureListing`).
-    A URI's scheme is taken in lower case (``S3://b/day`` lists ``s3://b/day/...``:
-    ``nsreplay.storage.filesystem.canonical_uri``), so a file has one name however the path was spelled."""
+    A URI's scheme is taken in lower case, and a scheme naming the same objects as another as that
+    other (``S3://b/day`` and ``s3://b/day`` list ``s3a://b/day/...``, as ``s3a://b/day`` does;
+    ``gcs://`` lists ``gs://``: ``nsreplay.storage.filesystem.object_uri``), so a file has one name
+    however the path was spelled."""
     from nsreplay.storage.filesystem import canonical_uri
 
     spec = canonical_uri(spec)
@@ -199,7 +202,7 @@ def _stat_all(paths: list[str]) -> tuple[CaptureFile, ...]:
 def _list_remote(spec: str) -> CaptureListing:
     import pyarrow.fs as pafs
 
-    from nsreplay.storage.filesystem import arrow_filesystem
+    from nsreplay.storage.filesystem import arrow_filesystem, object_uri
 
     split = _split_glob(spec)
     fs, root = arrow_filesystem(spec if split is None else split[0])
@@ -207,7 +210,7 @@ def _list_remote(spec: str) -> CaptureListing:
         raise ValueError(f"no bucket in {spec}: a capture URI names a bucket (s3a://bucket/prefix), not all of them")
     if split is not None:
         root = f"{root.rstrip('/')}/{split[1]}"  # the glob as a path of fs
-    scheme = spec.split("://", 1)[0]
+    scheme = object_uri(spec).split("://", 1)[0]  # s3:// and s3a:// list one object under one name
     options = _URI_OPTIONS.search(spec)
     query = spec[options.start() :] if options else ""  # how the bucket is reached: each file is read so too
     info = fs.get_file_info(root)

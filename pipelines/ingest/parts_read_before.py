@@ -7,7 +7,9 @@ still being written), or a file renamed (a log rolling over: ``ns.jsonl`` read a
 the part (``capture_reader.read_capture_raw``), so the lines read before are neither parsed nor
 quarantined again, under either name.
 
-Which parts a file may continue: its own path's latest part, and the latest part of every other
+Which parts a file may continue: its own path's latest part (recorded under its path, or under
+another scheme of its store that an earlier version named it by: ``s3://`` for an ``s3a://`` file,
+``nsreplay.storage.filesystem.object_uri_aliases``), and the latest part of every other
 path whose first ``capture_reader.HEAD_BYTES`` bytes were the same as the file's now (their SHA-256,
 ``complete_head_sha256``; the driver reads those bytes of each file to read, on its own, before the
 tasks start; a part shorter than that is fingerprinted by its first half, quarter, … of them,
@@ -42,6 +44,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from nsreplay.storage import Warehouse
+from nsreplay.storage.filesystem import object_uri, object_uri_aliases
 from pipelines.ingest.capture_files import CaptureFile, open_capture
 from pipelines.ingest.capture_reader import CompletePart, head_sha256s, inflates_to, starts_with
 from pipelines.ingest.transforms import PartReadBefore
@@ -96,7 +99,7 @@ def parts_to_try(file: CaptureFile, heads: Iterable[str], own: CompletePart | No
     it was renamed from. Then, for a gzip file, the parts recorded with one of its inflated text's
     heads (``text_heads``), ``inflated``, likewise."""
     parts = [PartReadBefore(file.path, own)] if own is not None else []
-    parts += [p for head in heads for p in by_head.get(head, ()) if p.source_file != file.path]
+    parts += [p for head in heads for p in by_head.get(head, ()) if object_uri(p.source_file) != file.path]
     fit = sorted((p for p in _first_of_each(parts) if p.part.size <= file.size_bytes), key=lambda p: -p.part.size)  # stable: ties keep that order
     of_text = [PartReadBefore(p.source_file, p.part, inflated=True) for head in text_heads for p in by_head.get(head, ())]
     inflated = sorted(_first_of_each(of_text), key=lambda p: -p.part.size)
@@ -152,7 +155,7 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
     if not warehouse.files(INGEST_FILES):  # the Delta log alone says so
         return {}
     heads = file_heads(files, opener)
-    own_paths = sorted({f.path for f in files} & read_before)
+    own_paths = sorted({name for f in files if f.path in read_before for name in object_uri_aliases(f.path)})
     if not own_paths and not heads:
         return {}
     fingerprints = {sha for h in heads.values() for sha in (*h.raw, *(h.text or ()))}
@@ -169,8 +172,9 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
     by_head: dict[str, list[tuple[tuple, PartReadBefore]]] = {}
     for r in latest.collect():
         part = CompletePart(r.part.complete_bytes, r.part.complete_lines, r.part.complete_sha256, r.complete_head_sha256)
-        if r.source_file in read_before and (r.source_file not in own or tuple(r.at) > own[r.source_file][0]):
-            own[r.source_file] = (tuple(r.at), part)
+        path = object_uri(r.source_file)  # recorded under s3:// by an earlier version: the s3a:// file's own
+        if path in read_before and (path not in own or tuple(r.at) > own[path][0]):
+            own[path] = (tuple(r.at), part)
         if r.complete_head_sha256 is not None:
             by_head.setdefault(r.complete_head_sha256, []).append((tuple(r.at), PartReadBefore(r.source_file, part)))
     latest_first = {head: [p for _, p in sorted(parts, key=lambda x: x[0], reverse=True)] for head, parts in by_head.items()}

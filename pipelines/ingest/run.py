@@ -21,7 +21,9 @@ Before it reads, a run deletes what runs stopped halfway (killed) left without a
 their files again; run again under the run id of an attempt that failed its data-quality check, it
 first discards that attempt's run row and bronze lines (``pipelines.ingest.abandoned``).
 
-A file already ingested by a successful run (same path, size and modification time) is skipped, so
+A file already ingested by a successful run (same path, size and modification time; the path as
+listed, ``s3a://`` for S3, or under ``s3://`` or ``s3n://`` as an earlier version recorded it:
+``nsreplay.storage.filesystem.object_uri_aliases``) is skipped, so
 re-ingesting the same files adds nothing; skipped files are counted in the run row
 (``files_skipped``), not listed in ``bronze.ingest_files``: a schedule that reads the same directory
 every run would otherwise add a row for every old file at every run. What a capture directory holds
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -59,6 +62,7 @@ from pyspark.sql import functions as F
 from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
+from nsreplay.storage.filesystem import object_uri, object_uri_aliases
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
 from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, DOCUMENT_SUFFIXES, CaptureFile, list_captures, open_capture, why_not_read
 from pipelines.ingest.capture_reader import CompletePart
@@ -316,9 +320,9 @@ def _not_listed_before(warehouse: Warehouse, entries: tuple[CaptureFile, ...]) -
     run lists a stray file once, not once per run (the summary names it every run)."""
     if not entries:
         return []
-    listed = (warehouse.read(INGEST_FILES).where((F.col("status") == "not_capture") & F.col("source_file").isin([f.path for f in entries]))
+    listed = (warehouse.read(INGEST_FILES).where((F.col("status") == "not_capture") & F.col("source_file").isin(_recorded_names(entries)))
               .select("source_file", "size_bytes", "mtime_ms").distinct().collect())
-    seen = {(r.source_file, r.size_bytes, r.mtime_ms) for r in listed}
+    seen = {(object_uri(r.source_file), r.size_bytes, r.mtime_ms) for r in listed}
     return [f for f in entries if (f.path, f.size_bytes, f.mtime_ms) not in seen]
 
 
@@ -328,9 +332,17 @@ def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tup
     file a run did not read for its name (``not_capture``), which a glob naming it reads. A path
     among them under another size or modification time is a file read again (it grew, or was
     written anew)."""
-    paths = [f.path for f in files]
-    known = warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable", "not_capture")).where(F.col("source_file").isin(paths))
-    return {(r.source_file, r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
+    known = (warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable", "not_capture"))
+             .where(F.col("source_file").isin(_recorded_names(files))))
+    return {(object_uri(r.source_file), r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
+
+
+def _recorded_names(files: Iterable[CaptureFile]) -> list[str]:
+    """The names ``files`` may be recorded under in the warehouse: each one's path (as listed: under
+    one scheme per store, ``s3a://``), and the same URI under the other schemes of its store that an
+    earlier version recorded for a capture path given so (``s3://``, ``s3n://``;
+    ``nsreplay.storage.filesystem.object_uri_aliases``). A row found under one of them is the file's."""
+    return sorted({name for f in files for name in object_uri_aliases(f.path)})
 
 
 def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
@@ -436,13 +448,12 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
         renamed = {p: old for p in with_bad_lines if p in counts.reads and (old := counts.reads[p].renamed_from(p)) is not None}
         if read_again or renamed:
             as_read = parsed
-            quarantine = warehouse.read(QUARANTINE)
-            known = quarantine.where(F.col("source_file").isin(sorted(read_again)))
-            if renamed:
-                names = local_frame(spark, sorted((old, new) for new, old in renamed.items()), "source_file string, renamed_to string")
-                old_names = quarantine.where(F.col("source_file").isin(sorted(set(renamed.values()))))  # the filter reaches the scan
-                under_new_names = old_names.join(F.broadcast(names), "source_file").withColumn("source_file", F.col("renamed_to")).drop("renamed_to")
-                known = known.unionByName(under_new_names)
+            # each line quarantined before under the name it was read as: the file's own (or one an
+            # earlier version recorded it under, s3:// for s3a://), or the file's it was renamed from
+            named = sorted({(old, path) for path in read_again for old in object_uri_aliases(path)} | {(old, new) for new, old in renamed.items()})
+            names = local_frame(spark, named, "source_file string, read_as string")
+            recorded = warehouse.read(QUARANTINE).where(F.col("source_file").isin(sorted({old for old, _ in named})))  # the filter reaches the scan
+            known = recorded.join(F.broadcast(names), "source_file").withColumn("source_file", F.col("read_as")).drop("read_as")
             parsed = mark_quarantined_before(as_read, known).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(parsed)
             counts = _LineCounts.of(parsed)

@@ -81,8 +81,8 @@ def test_every_listed_object_opens_whatever_its_key_holds(bucket) -> None:
         for f in files:
             assert texts(f.path) == [LINE.decode().strip()], (spec, f.path)
     paths = {f.path for f in list_captures(f"s3://{name}/day").files}
-    assert {f"s3://{name}/day/a+b.jsonl", f"s3://{name}/day/date=2024-01-01/x.jsonl.gz", f"s3://{name}/day/with%20space.jsonl",
-            f"s3://{name}/day/pct%2520name.jsonl"} <= paths
+    assert {f"s3a://{name}/day/a+b.jsonl", f"s3a://{name}/day/date=2024-01-01/x.jsonl.gz", f"s3a://{name}/day/with%20space.jsonl",
+            f"s3a://{name}/day/pct%2520name.jsonl"} <= paths
 
 
 def test_the_uri_options_of_the_capture_path_reach_the_reading_of_every_file(bucket, endpoint, monkeypatch) -> None:
@@ -126,7 +126,7 @@ def test_prefixes_markers_and_buckets(bucket) -> None:
     put(fs, f"{name}/day/a.jsonl.gz", gzip.compress(LINE))
     assert list_captures(f"s3://{name}/incoming").files == []
     assert list_captures(f"s3://{name}/incoming/").files == []
-    assert [f.path for f in list_captures(f"s3://{name}/day").files] == [f"s3://{name}/day/a.jsonl.gz"]
+    assert [f.path for f in list_captures(f"s3://{name}/day").files] == [f"s3a://{name}/day/a.jsonl.gz"]
     assert texts(f"s3://{name}/day/a.jsonl.gz") == [LINE.decode().strip()]  # decompressed
     for wrong in (f"s3://{name}/nothing-here", f"s3://{name}/day/*.log", f"s3://no-such-bucket-{name}/day", f"s3://no-such-bucket-{name}/*.jsonl"):
         with pytest.raises(CaptureNotFoundError, match="no capture file"):
@@ -235,3 +235,131 @@ def test_a_capture_uri_whose_scheme_is_in_capitals_names_the_same_files(spark, b
     again = run_ingest(spark, warehouse, load_settings(), f"s3a://{name}/day{options}", "caps-2")
     assert (first.files_read, first.accepted) == (1, 1), first.summary()
     assert (again.files_read, again.files_skipped) == (0, 1), again.summary()
+
+
+#: A line the ingest quarantines (invalid_json), for the tests that follow a bad line across runs.
+BAD = b"not json\n"
+
+
+def _files_read(spark, warehouse, bucket_name: str):
+    """bronze.ingest_files, silver.quarantine and bronze.captures_raw as the tests below compare them:
+    the bucket's name and the URI options taken out of the paths."""
+    from schemas.bronze import CAPTURES_RAW, INGEST_FILES
+    from schemas.silver import QUARANTINE
+
+    def short(column: str):
+        from pyspark.sql import functions as F
+
+        return F.regexp_replace(F.regexp_replace(column, r"\?.*$", ""), bucket_name, "B").alias(column)
+
+    return (warehouse.read(INGEST_FILES).select("run_id", short("source_file"), "status", "lines", "read_from", short("resumed_file")),
+            warehouse.read(QUARANTINE).select("run_id", short("source_file"), "line_no", "reason"),
+            warehouse.read(CAPTURES_RAW).select("run_id", short("source_file"), "line_no"))
+
+
+def test_a_bucket_listed_as_s3_and_as_s3a_names_each_file_once(spark, bucket, endpoint, monkeypatch, tmp_path) -> None:
+    """``s3://b/day`` (pyarrow's and AWS's spelling) and ``s3a://b/day`` (Hadoop's, the DAG's) name the
+    same objects, and list them under one name, ``s3a://``. Before, each listed its files under its
+    own scheme, so an ingest given the other spelling (by hand, then by Airflow) took every file for
+    a new one: a file whose part read was under 512 bytes and that grew since was read whole again,
+    its lines twice in bronze.captures_raw and its bad line quarantined again under the other name;
+    an unchanged file was hashed whole by a task and listed again as a file renamed; a stray file
+    listed again as not_capture."""
+    from chispa import assert_df_equality
+
+    from nsreplay.config import load_settings
+    from nsreplay.storage import Warehouse
+    from pipelines.ingest.run import run_ingest
+
+    fs, name = bucket
+    small, big = LINE + BAD, LINE * 6 + BAD  # a part under 512 bytes, and one above
+    put(fs, f"{name}/day/small.jsonl", small)
+    put(fs, f"{name}/day/big.jsonl", big)
+    put(fs, f"{name}/day/README.md", b"notes\n")
+    assert [f.path for f in list_captures(f"s3://{name}/day").files] == [f.path for f in list_captures(f"s3a://{name}/day").files] \
+        == [f"s3a://{name}/day/big.jsonl", f"s3a://{name}/day/small.jsonl"]
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    options = f"?endpoint_override={endpoint.removeprefix('http://')}&scheme=http"
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    first = run_ingest(spark, warehouse, load_settings(), f"s3://{name}/day{options}", "by-hand")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    put(fs, f"{name}/day/small.jsonl", small + LINE.replace(b'"c1"', b'"c2"'))  # grown since
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    second = run_ingest(spark, warehouse, load_settings(), f"s3a://{name}/day{options}", "by-airflow")
+    assert (first.files_read, first.quarantined) == (2, 2), first.summary()
+    assert (second.files_read, second.files_skipped, second.files_resumed, second.files_renamed, second.lines_read, second.accepted,
+            second.quarantined) == (1, 1, 1, 0, 1, 1, 0), second.summary()
+    files, quarantine, raw = _files_read(spark, warehouse, name)
+    a = "s3a://B/day/"
+    assert_df_equality(files, spark.createDataFrame([
+        ("by-hand", f"{a}README.md", "not_capture", None, None, None), ("by-hand", f"{a}big.jsonl", "read", 7, 0, None),
+        ("by-hand", f"{a}small.jsonl", "read", 2, 0, None), ("by-airflow", f"{a}small.jsonl", "read", 1, len(small), f"{a}small.jsonl"),
+    ], files.schema), ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(quarantine, spark.createDataFrame([("by-hand", f"{a}big.jsonl", 7, "invalid_json"), ("by-hand", f"{a}small.jsonl", 2, "invalid_json")],
+                                                         quarantine.schema), ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(raw, spark.createDataFrame([("by-hand", f"{a}big.jsonl", n) for n in range(1, 8)] + [("by-hand", f"{a}small.jsonl", n) for n in (1, 2)]
+                                                  + [("by-airflow", f"{a}small.jsonl", 3)], raw.schema), ignore_row_order=True, ignore_nullable=True)
+
+
+def _as_an_earlier_version_recorded(spark, warehouse, scheme: str) -> None:
+    """The warehouse's names of capture files rewritten from ``s3a://`` to ``scheme://``, as an
+    earlier nsreplay recorded them for a capture path given as ``scheme://`` (it named each file
+    under the scheme it was given): bronze.ingest_files, bronze.captures_raw, silver.quarantine."""
+    from pyspark.sql import functions as F
+
+    from nsreplay.runtime import local_frame
+    from nsreplay.storage import CommitInfo
+    from schemas.bronze import CAPTURES_RAW, INGEST_FILES
+    from schemas.silver import QUARANTINE
+
+    for spec in (INGEST_FILES, CAPTURES_RAW, QUARANTINE):
+        renamed = warehouse.read(spec)
+        for column in {"source_file", "resumed_file"} & set(renamed.columns):
+            renamed = renamed.withColumn(column, F.regexp_replace(column, "^s3a://", f"{scheme}://"))
+        rows = [r.asDict(recursive=True) for r in renamed.collect()]
+        warehouse.overwrite(spec, local_frame(spark, rows, spec.schema), CommitInfo(run_id=f"as-{scheme}", job="test"))
+
+
+def test_a_file_an_earlier_version_recorded_as_s3_is_the_s3a_files_own(spark, bucket, endpoint, monkeypatch, tmp_path) -> None:
+    """A warehouse written by an earlier version from ``s3://b/day`` names its files ``s3://b/day/...``;
+    listed now as ``s3a://b/day/...``, each is found under that name: an unchanged file is skipped,
+    a grown one read on after its part (as its own, not as a file renamed), a file written anew read
+    whole with its bad line known as quarantined before, a stray file not listed again. Before, the
+    rows under the old name were not looked at: the grown file (its part under 512 bytes) was read
+    whole again and both files' old bad lines quarantined again, the unchanged file was hashed whole
+    and listed as renamed, and the stray file listed again."""
+    from chispa import assert_df_equality
+
+    from nsreplay.config import load_settings
+    from nsreplay.storage import Warehouse
+    from pipelines.ingest.run import run_ingest
+
+    fs, name = bucket
+    small, big = LINE + BAD, LINE * 6 + BAD
+    put(fs, f"{name}/day/small.jsonl", small)
+    put(fs, f"{name}/day/big.jsonl", big)
+    put(fs, f"{name}/day/anew.jsonl", LINE.replace(b'"c1"', b'"c4"') + BAD)
+    put(fs, f"{name}/day/README.md", b"notes\n")
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    captures = f"s3a://{name}/day?endpoint_override={endpoint.removeprefix('http://')}&scheme=http"
+    warehouse = Warehouse(str(tmp_path / "wh"), spark, "delta-rs")
+    run_ingest(spark, warehouse, load_settings(), captures, "earlier")
+    _as_an_earlier_version_recorded(spark, warehouse, "s3")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    put(fs, f"{name}/day/small.jsonl", small + LINE.replace(b'"c1"', b'"c2"') + BAD)  # grown since, a bad line more
+    put(fs, f"{name}/day/anew.jsonl", LINE.replace(b'"c1"', b'"c3-anew"') + BAD)  # written anew (another size): read whole
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    now = run_ingest(spark, warehouse, load_settings(), captures, "now")
+    assert (now.files_read, now.files_skipped, now.files_resumed, now.files_renamed, now.lines_read, now.accepted, now.quarantined,
+            now.quarantined_before) == (2, 1, 1, 0, 4, 2, 1, 1), now.summary()
+    files, quarantine, _ = _files_read(spark, warehouse, name)
+    s, a = "s3://B/day/", "s3a://B/day/"
+    assert_df_equality(files, spark.createDataFrame([
+        ("earlier", f"{s}README.md", "not_capture", None, None, None), ("earlier", f"{s}anew.jsonl", "read", 2, 0, None),
+        ("earlier", f"{s}big.jsonl", "read", 7, 0, None), ("earlier", f"{s}small.jsonl", "read", 2, 0, None),
+        ("now", f"{a}anew.jsonl", "read", 2, 0, None), ("now", f"{a}small.jsonl", "read", 2, len(small), f"{a}small.jsonl"),
+    ], files.schema), ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(quarantine, spark.createDataFrame([("earlier", f"{s}anew.jsonl", 2, "invalid_json"), ("earlier", f"{s}big.jsonl", 7, "invalid_json"),
+                                                          ("earlier", f"{s}small.jsonl", 2, "invalid_json"),
+                                                          ("now", f"{a}small.jsonl", 4, "invalid_json")], quarantine.schema),
+                       ignore_row_order=True, ignore_nullable=True)

@@ -10,7 +10,7 @@ import time
 import pyarrow.fs as pafs
 import pytest
 
-from nsreplay.storage.filesystem import GCS_RETRY_LIMIT_SECONDS, arrow_filesystem, arrow_uri
+from nsreplay.storage.filesystem import GCS_RETRY_LIMIT_SECONDS, arrow_filesystem, arrow_uri, object_uri, object_uri_aliases
 from pipelines.ingest.capture_files import list_captures
 
 
@@ -31,6 +31,28 @@ from pipelines.ingest.capture_files import list_captures
 )
 def test_hadoop_s3_schemes_are_renamed_and_gcs_gets_a_retry_limit(uri: str, want: str) -> None:
     assert arrow_uri(uri) == want
+
+
+@pytest.mark.parametrize(
+    ("uri", "one_name", "aliases"),
+    [
+        ("s3://b/day/a.jsonl", "s3a://b/day/a.jsonl", ("s3://b/day/a.jsonl", "s3n://b/day/a.jsonl")),
+        ("s3a://b/day/a.jsonl", "s3a://b/day/a.jsonl", ("s3://b/day/a.jsonl", "s3n://b/day/a.jsonl")),
+        ("S3N://b/k?region=eu-west-1", "s3a://b/k?region=eu-west-1", ("s3://b/k?region=eu-west-1", "s3n://b/k?region=eu-west-1")),
+        ("gcs://b/k", "gs://b/k", ("gcs://b/k",)),
+        ("GS://b/k", "gs://b/k", ("gcs://b/k",)),
+        ("hdfs://nn:8020/c/s3://x", "hdfs://nn:8020/c/s3://x", ()),
+        ("/tmp/s3://x", "/tmp/s3://x", ()),
+        ("file:///c/a.jsonl", "file:///c/a.jsonl", ()),
+    ],
+)
+def test_an_object_has_one_uri_and_its_other_schemes_are_its_aliases(uri: str, one_name: str, aliases: tuple[str, ...]) -> None:
+    """``s3://``, ``s3a://`` and ``s3n://`` (and ``gcs://`` and ``gs://``) name the same objects:
+    a capture file is recorded under one of them, and found under the others an earlier version
+    recorded."""
+    assert object_uri(uri) == one_name
+    assert object_uri_aliases(uri) == (one_name, *aliases)
+    assert all(object_uri(alias) == one_name for alias in object_uri_aliases(uri))
 
 
 def test_an_s3a_uri_opens_the_same_s3_filesystem_and_path_as_s3() -> None:
