@@ -62,9 +62,17 @@ from pyspark.sql import functions as F
 from nsreplay.config import Settings
 from nsreplay.runtime import local_frame
 from nsreplay.storage import ColumnRange, CommitInfo, Warehouse
-from nsreplay.storage.filesystem import object_uri, object_uri_aliases
+from nsreplay.storage.filesystem import object_uri_aliases
 from pipelines.ingest.abandoned import commit_job, discard_abandoned, discard_failed_attempt
-from pipelines.ingest.capture_files import CAPTURE_SUFFIXES, DOCUMENT_SUFFIXES, CaptureFile, list_captures, open_capture, why_not_read
+from pipelines.ingest.capture_files import (
+    CAPTURE_SUFFIXES,
+    DOCUMENT_SUFFIXES,
+    CaptureFile,
+    CaptureListing,
+    list_captures,
+    open_capture,
+    why_not_read,
+)
 from pipelines.ingest.capture_reader import CompletePart
 from pipelines.ingest.parts_read_before import Repeated, parts_read_before, same_bytes
 from pipelines.ingest.records import ParserLimits
@@ -314,35 +322,48 @@ def _utc_date(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
-def _not_listed_before(warehouse: Warehouse, entries: tuple[CaptureFile, ...]) -> list[CaptureFile]:
-    """Of the capture directory's ``entries`` not read (``not_capture``), those that no run has
-    listed under the same size and modification time: a schedule that reads the same directory every
-    run lists a stray file once, not once per run (the summary names it every run)."""
+@dataclass(frozen=True)
+class _ListedBefore:
+    """What ``bronze.ingest_files`` holds of a capture listing's entries, each as (path as listed,
+    size, modification time): ``ingested``, the files a successful run ingested; ``not_capture``, the
+    entries not read for their name that a run listed."""
+
+    ingested: frozenset[tuple[str, int, int]]
+    not_capture: frozenset[tuple[str, int, int]]
+
+    def not_listed(self, entries: Iterable[CaptureFile]) -> list[CaptureFile]:
+        """Of the capture directory's ``entries`` not read (``not_capture``), those that no run has
+        listed under the same size and modification time: a schedule that reads the same directory
+        every run lists a stray file once, not once per run (the summary names it every run)."""
+        return [f for f in entries if (f.path, f.size_bytes, f.mtime_ms) not in self.not_capture]
+
+
+def _listed_before(spark: SparkSession, warehouse: Warehouse, listing: CaptureListing) -> _ListedBefore:
+    """What earlier runs recorded of ``listing``'s files and of its entries not read (file metadata
+    only; one read of ``bronze.ingest_files``, joined with the names the entries may be recorded
+    under: :func:`recorded_names`). A file that could not be read is not among the ingested: once
+    readable, the next run reads it; nor is a file a run did not read for its name (``not_capture``),
+    which a glob naming it reads. A path among them under another size or modification time is a
+    file read again (it grew, or was written anew)."""
+    entries = [*listing.files, *listing.ignored]
     if not entries:
-        return []
-    listed = (warehouse.read(INGEST_FILES).where((F.col("status") == "not_capture") & F.col("source_file").isin(_recorded_names(entries)))
-              .select("source_file", "size_bytes", "mtime_ms").distinct().collect())
-    seen = {(object_uri(r.source_file), r.size_bytes, r.mtime_ms) for r in listed}
-    return [f for f in entries if (f.path, f.size_bytes, f.mtime_ms) not in seen]
+        return _ListedBefore(frozenset(), frozenset())
+    rows = (warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable"))
+            .join(F.broadcast(recorded_names(spark, entries)), "source_file")
+            .select("path", "size_bytes", "mtime_ms", (F.col("status") == "not_capture").alias("not_capture")).distinct().collect())
+    return _ListedBefore(frozenset((r.path, r.size_bytes, r.mtime_ms) for r in rows if not r.not_capture),
+                         frozenset((r.path, r.size_bytes, r.mtime_ms) for r in rows if r.not_capture))
 
 
-def _already_ingested(warehouse: Warehouse, files: list[CaptureFile]) -> set[tuple[str, int, int]]:
-    """Fingerprints of the given files that a successful run has ingested (file metadata only). A
-    file that could not be read is not among them: once readable, the next run reads it; nor is a
-    file a run did not read for its name (``not_capture``), which a glob naming it reads. A path
-    among them under another size or modification time is a file read again (it grew, or was
-    written anew)."""
-    known = (warehouse.read(INGEST_FILES).where(~F.col("status").isin("skipped", "unreadable", "not_capture"))
-             .where(F.col("source_file").isin(_recorded_names(files))))
-    return {(object_uri(r.source_file), r.size_bytes, r.mtime_ms) for r in known.select("source_file", "size_bytes", "mtime_ms").distinct().collect()}
-
-
-def _recorded_names(files: Iterable[CaptureFile]) -> list[str]:
-    """The names ``files`` may be recorded under in the warehouse: each one's path (as listed: under
-    one scheme per store, ``s3a://``), and the same URI under the other schemes of its store that an
-    earlier version recorded for a capture path given so (``s3://``, ``s3n://``;
-    ``nsreplay.storage.filesystem.object_uri_aliases``). A row found under one of them is the file's."""
-    return sorted({name for f in files for name in object_uri_aliases(f.path)})
+def recorded_names(spark: SparkSession, files: Iterable[CaptureFile]) -> DataFrame:
+    """``source_file`` and ``path``: each of ``files``' paths (as listed: under one scheme per store,
+    ``s3a://`` for S3) and each name it may be recorded under in the warehouse: that path, and the
+    same URI under the other schemes of its store that an earlier version recorded for a capture path
+    given so (``s3://``, ``s3n://``; ``nsreplay.storage.filesystem.object_uri_aliases``). A row
+    recorded under one of them is the file's. A local frame, to be joined: a filter ``isin`` of
+    10,000 paths costs more than reading the table (each value a call to the JVM;
+    ``scripts/bench/ingest_file_reads.py``)."""
+    return local_frame(spark, sorted({(name, f.path) for f in files for name in object_uri_aliases(f.path)}), "source_file string, path string")
 
 
 def _existing_record_ids(warehouse: Warehouse, events: DataFrame) -> DataFrame:
@@ -389,7 +410,8 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
     discarded = discard_abandoned(spark, warehouse, JOB, run_id)
     # after the discard: it may have deleted this run id's own earlier attempt, which then writes anew
     commit = CommitInfo(run_id=run_id, job=commit_job(warehouse, JOB, run_id))
-    done = _already_ingested(warehouse, files)
+    listed_before = _listed_before(spark, warehouse, listing)
+    done = listed_before.ingested
     to_read = [f for f in files if (f.path, f.size_bytes, f.mtime_ms) not in done]
     skipped = [f for f in files if f not in to_read]
 
@@ -511,7 +533,7 @@ def run_ingest(spark: SparkSession, warehouse: Warehouse, settings: Settings, ca
                           "unreadable" if f.path in unreadable else "read" if per_file.get(f.path) or f.path in repeated else "empty",
                           per_file.get(f.path, 0), None, *(reads[f.path].columns() if f.path in reads else _NOT_READ)) for f in to_read]
             file_rows += [(run_id, f.path, f.size_bytes, f.mtime_ms, "not_capture", None, why_not_read(f.path), *_NOT_READ)
-                          for f in _not_listed_before(warehouse, listing.ignored)]
+                          for f in listed_before.not_listed(listing.ignored)]
             if file_rows:
                 warehouse.append(INGEST_FILES, local_frame(spark, file_rows, INGEST_FILES.schema), commit)
             if n_events:

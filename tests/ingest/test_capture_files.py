@@ -16,7 +16,7 @@ from nsreplay.runtime import local_frame
 from nsreplay.storage import CommitInfo, Warehouse
 from pipelines.ingest.capture_files import CaptureFile, CaptureListing, CaptureNotFoundError, _list_remote, list_capture_files, list_captures, open_capture
 from pipelines.ingest.capture_reader import read_capture_file
-from pipelines.ingest.run import IngestResult, _already_ingested, run_ingest
+from pipelines.ingest.run import IngestResult, _listed_before, run_ingest
 from schemas.bronze import INGEST_FILES
 from schemas.silver import EVENTS, INGEST_RUNS, QUARANTINE
 
@@ -136,7 +136,8 @@ def test_a_file_that_could_not_be_read_is_read_again_by_the_next_ingest(spark, t
     warehouse.append(INGEST_FILES, local_frame(spark, rows, INGEST_FILES.schema), CommitInfo(run_id="r1", job="ingest"))
     files = [CaptureFile("/c/a.jsonl", 10, 5), CaptureFile("/c/b.jsonl", 20, 6), CaptureFile("/c/c.jsonl", 30, 7), CaptureFile("/c/d.jsonl", 0, 0),
              CaptureFile("/c/e.json", 40, 8)]
-    assert _already_ingested(warehouse, files) == {("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}
+    before = _listed_before(spark, warehouse, CaptureListing(files))
+    assert (before.ingested, before.not_capture) == ({("/c/a.jsonl", 10, 5), ("/c/d.jsonl", 0, 0)}, {("/c/e.json", 40, 8)})
 
 
 def test_a_file_that_cannot_be_read_does_not_fail_the_runs_that_find_nothing_else_new(spark, tmp_path) -> None:
