@@ -77,8 +77,9 @@ the reader at the start of a line, with nothing pending). When the file no longe
 bytes (written anew, or cut), it is read whole. The part may be another file's: a log that rolls over
 is renamed, and the file under the new name starts with what was read under the old one. A part
 also records the SHA-256 of the file's first :data:`HEAD_BYTES` bytes (of its first half, quarter, …
-of them for a shorter part: :func:`head_length`; :func:`head_sha256s` reads a file's, at each of
-those lengths), which tells the parts a file may continue without reading it.
+of them for a shorter part: :func:`head_length`, all of it under the shortest; :func:`head_sha256s`
+reads a file's, at each of those lengths and at the end of each of its first lines shorter than the
+shortest), which tells the parts a file may continue without reading it.
 A UTF-16/32 text, a file whose bytes after its last newline hold a zero byte and one whose last
 newline comes within its first :data:`_START_BYTES` bytes (what tells a UTF-16/32 text) report no
 complete part: they are read whole. A gzip file reports the whole file as its part, whatever it
@@ -874,13 +875,27 @@ def _clean_text(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield chunk
 
 
+#: At most this many of a file's first lines shorter together than the shortest head length are
+#: fingerprinted as parts of their own (:func:`_prefix_sha256s`): a capture line holds 100 bytes and
+#: more, so only blank or stray short lines make more of them.
+SHORT_PART_LINES = 16
+
+
 def _prefix_sha256s(first: bytes) -> tuple[str, ...]:
     """The head fingerprints of bytes that start with ``first`` (at most :data:`HEAD_BYTES` of them,
     all there are when fewer): the SHA-256 of their first bytes for each of :func:`head_lengths` they
-    hold, and of all of ``first`` when shorter than :data:`HEAD_BYTES`, longest first."""
+    hold, of all of ``first`` when shorter than :data:`HEAD_BYTES`, and of each of their first lines
+    (up to :data:`SHORT_PART_LINES`) shorter together than the shortest head length, with its newline,
+    longest first. A part that short is fingerprinted by all its bytes (:func:`head_length`) and ends
+    at a newline: a file that starts with it, grown since, shows that fingerprint among these."""
     digest = hashlib.sha256()
     shas = []
     done = 0
+    shortest = min(head_lengths())
+    while len(shas) < SHORT_PART_LINES and (newline := first.find(b"\n", done, shortest - 1)) >= 0:
+        digest.update(first[done : newline + 1])
+        done = newline + 1
+        shas.append(digest.copy().hexdigest())
     for length in head_lengths():
         if length > len(first):
             break

@@ -131,7 +131,7 @@ def test_a_read_resumed_after_the_complete_part_yields_the_lines_a_whole_read_yi
         assert before[: part.size].endswith(b"\n") and b"\n" not in before[part.size :]
         assert part.sha256 == hashlib.sha256(before[: part.size]).hexdigest()
         assert part.head_sha256 == hashlib.sha256(before[: capture_reader.head_length(part.size)]).hexdigest()
-        if part.size >= min(capture_reader.head_lengths()):  # how the grown file is found (a shorter part: only by a file that is it)
+        if part.size >= min(capture_reader.head_lengths()) or part.lines <= capture_reader.SHORT_PART_LINES:  # how the grown file is found
             assert part.head_sha256 in capture_reader.head_sha256s(io.BytesIO(before + added))[0]
         assert first[: part.lines] == whole[: part.lines] and all(not line.unterminated for line in first[: part.lines])
         resumed, outcome = read_file(before + added, resume=[part], step=step)
@@ -621,21 +621,30 @@ def test_a_log_compressed_as_it_rolls_over_is_read_once_under_all_its_names(spar
 
 
 @pytest.mark.parametrize("compress", [False, True], ids=["renamed", "compressed"])
+@pytest.mark.parametrize("shorter_than", ["32 KiB", "512 bytes"])
 def test_a_log_shorter_than_the_head_grown_and_rolled_is_read_on_after_the_part_read(spark, tmp_path: Path, rolled_lines: list[bytes],
-                                                                                     compress: bool) -> None:
+                                                                                     compress: bool, shorter_than: str) -> None:
     """A quiet NameServer's ``audit.jsonl``, read while shorter than HEAD_BYTES (its part fingerprinted
-    by its first 32 KiB, 16 KiB, …: ``capture_reader.head_length``), grows by ten lines and rolls over:
-    renamed ``audit.jsonl.1``, or compressed to ``audit.jsonl.1.gz``. The rolled file is read on after
-    the part read as ``audit.jsonl``, not read whole: no line is a duplicate and no bad line is
-    quarantined again, and ``silver.events`` and ``silver.quarantine`` equal one ingest of the files
-    as they are at the end, but for the name each line was first read under."""
+    by its first 32 KiB, 16 KiB, …: ``capture_reader.head_length``; a part under 512 bytes by all its
+    bytes, which a file that starts with them shows among the fingerprints of its first lines), grows
+    by ten lines and rolls over: renamed ``audit.jsonl.1``, or compressed to ``audit.jsonl.1.gz``.
+    The rolled file is read on after the part read as ``audit.jsonl``, not read whole: no line is a
+    duplicate and no bad line is quarantined again, and ``silver.events`` and ``silver.quarantine``
+    equal one ingest of the files as they are at the end, but for the name each line was first read
+    under. (A part under 512 bytes was found only by a file that is it: the rolled file was read
+    whole, its bad line quarantined again under the new name.)"""
     settings = load_settings()
     logs = tmp_path / "captures"
     logs.mkdir()
     text = lambda lines: b"\n".join(lines) + b"\n"  # noqa: E731
-    n = max(k for k in range(1, len(rolled_lines)) if len(text(rolled_lines[:k])) < HEAD_BYTES // 2)
+    short = shorter_than == "512 bytes"
+    if short:
+        rolled_lines = [BAD_JSON, *rolled_lines]
+    limit = min(capture_reader.head_lengths()) if short else HEAD_BYTES // 2
+    n = max(k for k in range(1, len(rolled_lines)) if len(text(rolled_lines[:k])) < limit)
     grown, new = rolled_lines[: n + 10], rolled_lines[n + 10 : n + 15]
-    assert n > 31 and len(text(grown)) < HEAD_BYTES  # both bad lines put in (11, 31) are in the part read; every file is short
+    bad_in_part = 1 if short else 2
+    assert n > (1 if short else 31) and len(text(grown)) < HEAD_BYTES  # the bad lines (1; or 11, 31) are in the part read; every file is short
     rolled_name = "audit.jsonl.1.gz" if compress else "audit.jsonl.1"
 
     rolled = Warehouse(str(tmp_path / "wh-rolled"), spark, "delta-rs")
@@ -655,7 +664,7 @@ def test_a_log_shorter_than_the_head_grown_and_rolled_is_read_on_after_the_part_
         ("small-1", rolled_name): (len(text(rolled_lines[:n])), 10, "audit.jsonl"),  # read on: lines n+1 to n+10
         ("small-1", "audit.jsonl"): (0, 5, None),
     }
-    assert (first.quarantined, second.duplicates, second.quarantined_before) == (2, 0, 0)
+    assert (first.quarantined, second.duplicates, second.quarantined_before) == (bad_in_part, 0, 0)
     assert [(r.files_read, r.files_resumed, r.files_renamed) for r in (first, second)] == [(1, 0, 0), (2, 1, 1)]
 
     name = F.regexp_extract("source_file", r"[^/]*$", 0)
