@@ -43,6 +43,7 @@ from typing import BinaryIO, Callable, Iterable, Mapping
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from nsreplay.runtime import local_frame
 from nsreplay.storage import Warehouse
 from nsreplay.storage.filesystem import object_uri, object_uri_aliases
 from pipelines.ingest.capture_files import CaptureFile, open_capture
@@ -159,8 +160,13 @@ def parts_read_before(warehouse: Warehouse, files: list[CaptureFile], read_befor
     if not own_paths and not heads:
         return {}
     fingerprints = {sha for h in heads.values() for sha in (*h.raw, *(h.text or ()))}
-    wanted = F.col("source_file").isin(own_paths) | F.col("complete_head_sha256").isin(sorted(fingerprints))
-    recorded = warehouse.read(INGEST_FILES).where(F.col("complete_bytes").isNotNull() & wanted)
+    table = warehouse.read(INGEST_FILES)
+    # the rows recorded under one of the paths or with one of the fingerprints: joined with a local
+    # frame of them, not filtered by isin (N values are N calls to the JVM: ~1 s per 1,000)
+    wanted = local_frame(table.sparkSession, [(key,) for key in sorted({*own_paths, *fingerprints})], "key string")
+    recorded = (table.where(F.col("complete_bytes").isNotNull())
+                .withColumn("key", F.explode(F.array("source_file", "complete_head_sha256")))
+                .join(F.broadcast(wanted), "key", "left_semi").drop("key"))  # a row matching both keys twice: the same part
     started = warehouse.read(INGEST_RUNS).select("run_id", "started_ms")
     when = F.struct("started_ms", "run_id")
     latest = (

@@ -7,9 +7,12 @@ table records ``--runs`` runs of ``--files`` files each, and a listing of ``--li
 files (all of them: a schedule that reads one directory) plus ``--ignored`` entries not read. Each
 path is looked up under its three S3 names (``s3a://``, ``s3://``, ``s3n://``).
 
-    .venv/bin/python scripts/bench/ingest_file_reads.py --runs 100 --files 100 --listed 10000 --ignored 5 --rounds 4 [--dir /tmp/ingest-file-reads]
+    .venv/bin/python scripts/bench/ingest_file_reads.py --runs 100 --files 100 --listed 10000 --ignored 5 --rounds 4 [--parts 1000] [--dir /tmp/ingest-file-reads]
 
-Prints the seconds of each way per round.
+Prints the seconds of each way per round. With ``--parts N``, then also the lookup of the parts N
+files to read may continue (``pipelines.ingest.parts_read_before``: the rows recorded under one of
+their paths or with one of their eleven head fingerprints each), filtered by ``isin`` (before) and
+joined with a local frame of the keys (now).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def main() -> None:
     parser.add_argument("--listed", type=int, default=10_000)
     parser.add_argument("--ignored", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--parts", type=int, default=0)
     parser.add_argument("--dir", default="/tmp/ingest-file-reads")
     args = parser.parse_args()
     spark = build_spark(load_settings(), "ingest-file-reads-bench", master="local[2]")
@@ -88,6 +92,24 @@ def main() -> None:
                 ingested, not_capture = before.ingested, before.not_capture
             print(f"  round {r} {way}: {time.perf_counter() - started:.2f} s", flush=True)
             assert (len(ingested), len(not_capture)) == (len(listing.files), len(ignored))
+    if not args.parts:
+        return
+    paths = [f.path for f in files[-args.parts:]]
+    fingerprints = [f"{n:064x}" for n in range(args.parts * 11)]  # none recorded: the rows found are the paths'
+    table = warehouse.read(INGEST_FILES).where(F.col("complete_bytes").isNotNull())
+    print(f"parts of {len(paths)} files: {len(paths)} paths, {len(fingerprints)} fingerprints", flush=True)
+    for r in range(args.rounds):
+        for way in ("isin (before)", "joined (now)") if r % 2 == 0 else ("joined (now)", "isin (before)"):
+            started = time.perf_counter()
+            if way.startswith("isin"):
+                found = table.where(F.col("source_file").isin(paths) | F.col("complete_head_sha256").isin(fingerprints))
+            else:
+                keys = local_frame(spark, [(k,) for k in sorted({*paths, *fingerprints})], "key string")
+                found = (table.withColumn("key", F.explode(F.array("source_file", "complete_head_sha256")))
+                         .join(F.broadcast(keys), "key", "left_semi").drop("key"))
+            rows = found.select("source_file", "complete_bytes").distinct().collect()
+            print(f"  round {r} {way}: {time.perf_counter() - started:.2f} s", flush=True)
+            assert len(rows) == len(paths)
 
 
 if __name__ == "__main__":
