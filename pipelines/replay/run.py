@@ -435,9 +435,10 @@ def _discard_failed_attempt(spark: SparkSession, warehouse: Warehouse, published
 
 def _check_no_other_writer(warehouse: Warehouse, before: Mapping[str, int | None], run_id: str) -> None:
     """After this run's gold writes: refuse (:class:`ConcurrentRunError`) when another run committed
-    to a gold table since ``before`` (each table's version just before the writes, None: no table
-    yet), i.e. wrote the tables at the same time. Its rows and this run's would both be in the
-    versions this run is about to record; nothing is recorded, so nothing can be published."""
+    to a gold table since ``before`` (each table's version before this run read the commits since
+    the publish, which its discard of the unpublished writes goes by; None: no table yet), i.e. wrote
+    the tables while this run discarded, planned or wrote. Its rows and this run's would both be in
+    the versions this run is about to record; nothing is recorded, so nothing can be published."""
     writers = {}
     for spec in REPLAY_TABLES:
         version = before.get(spec.name)
@@ -664,6 +665,10 @@ def replay_window(
     origins = {ns: lo for ns, (lo, _) in spans.items() if lo <= until}  # each one's first record up to `until`
     if not origins:
         raise NothingToReplayError(f"no record at or before --to {format_ms(until)}")
+    # Each gold table's version before this run reads what stands there: a commit of another run after
+    # it (while this run discards, plans or writes) would be in the versions this run records
+    # (_check_no_other_writer, after the writes), whether or not the discard saw it.
+    seen = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
     published = latest_publish(warehouse)
     since_publish = _commits_since_publish(warehouse, published)
     attempt, failed = _this_attempt(warehouse, run_id)
@@ -815,10 +820,9 @@ def replay_window(
 
         # The tables are independent commits (nothing is published before the publish stage), so they
         # are written a few at a time; the first failure fails the run once the others have stopped.
-        before = {spec.name: warehouse.version(spec) for spec in REPLAY_TABLES}
         with ThreadPoolExecutor(max_workers=cfg.write_threads, thread_name_prefix="nsreplay-write") as pool:
             written = list(pool.map(lambda item: write(item[0], item[1], owned[item[0]]), outputs.items()))
-        _check_no_other_writer(warehouse, before, run_id)
+        _check_no_other_writer(warehouse, seen, run_id)
         counts = {name: rows for name, rows, _ in written}
         versions = {name: version for name, _, version in written}
         coverage = {ns: (origins[ns], end_of_range[ns], next(e.profile for e in reversed(grid) if e.namesrv == ns)) for ns in origins}

@@ -583,6 +583,35 @@ def test_two_runs_writing_one_window_at_once_publish_neither(spark, without_late
         assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
 
 
+def test_a_run_between_another_runs_discard_and_its_writes_is_caught(spark, without_late, cuts, tmp_path, monkeypatch) -> None:
+    """Another run that writes gold tables after a run discarded the unpublished writes and before
+    its own writes start (here: a whole replay of the window before, while the run plans) is in
+    the versions that run would record and publish: its rows, never checked by it, would be
+    published as its own. The run is refused once its writes are done, the other cannot publish
+    either, and a run under a new id publishes the window as before."""
+    import pipelines.replay.run as replay_run
+
+    warehouse, _ = published_without_late_records(spark, without_late, tmp_path)
+    before = published_tables(warehouse)
+    discard = replay_run._discard_unpublished
+
+    def then_another_run(*args, **kwargs):
+        discard(*args, **kwargs)
+        monkeypatch.setattr(replay_run, "_discard_unpublished", discard)
+        replay_window(spark, warehouse, load_settings(), "meanwhile", window_from=cuts["restart"], window_to=cuts["inside_expiry"])
+
+    monkeypatch.setattr(replay_run, "_discard_unpublished", then_another_run)
+    with pytest.raises(replay_run.ConcurrentRunError, match=r"^run\(s\) 'meanwhile' wrote gold tables \("):
+        replay_window(spark, warehouse, load_settings(), "first", window_from=cuts["inside_expiry"], window_to=cuts["end"])
+    monkeypatch.undo()
+    with pytest.raises(replay_run.PublishRefusedError):
+        check_and_publish(spark, warehouse, "meanwhile")
+    run_replay(spark, warehouse, load_settings(), "afterwards", window_from=cuts["inside_expiry"], window_to=cuts["end"])
+    after = published_tables(warehouse)
+    for name, df in before.items():
+        assert_df_equality(df, after[name], ignore_row_order=True, ignore_nullable=True)
+
+
 def check_and_publish(spark, warehouse: Warehouse, run_id: str) -> None:
     from pipelines.replay.run import check_window, publish_window
 
