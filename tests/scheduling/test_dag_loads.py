@@ -1,10 +1,13 @@
-"""The DAG as the scheduler sees it: a DagBag of dags/ (no examples) in the pinned Airflow venv."""
+"""The DAG as the scheduler sees it: a DagBag of dags/ (no examples) in the pinned Airflow venv. The
+shape and the rendering of the settings are checked on Airflow 3 and on Airflow 2 alike."""
 
 from __future__ import annotations
 
 import json
 
-from scheduling_support import ROOT
+import pytest
+
+from scheduling_support import AIRFLOW_VERSIONS, ROOT
 
 TASKS = ("ingest", "replay", "quality", "publish")
 
@@ -22,6 +25,7 @@ def rendered(airflow, dag_id: str, task_id: str, at: str, setting: dict, marker:
     return next(line for line in result.stdout.splitlines() if marker in line)
 
 
+@pytest.mark.parametrize("airflow", AIRFLOW_VERSIONS, indirect=True)
 def test_dag_imports_with_expected_shape(airflow):
     bag = load(airflow)
     assert bag["import_errors"] == {}
@@ -60,6 +64,7 @@ def test_dag_imports_with_expected_shape(airflow):
         assert "--run-id routes-{{ data_interval_start | ts_nodash }}" in command
 
 
+@pytest.mark.parametrize("airflow", AIRFLOW_VERSIONS, indirect=True)
 def test_maintenance_dag_compacts_and_thins_then_vacuums_daily_without_catch_up(airflow):
     dag = load(airflow)["dags"]["nsreplay_maintenance"]
     assert dag["catchup"] is False and dag["max_active_runs"] == 1 and dag["periodic"]
@@ -85,12 +90,14 @@ def test_maintenance_settings_render_into_the_commands(airflow):
     )
 
 
+@pytest.mark.parametrize("airflow", AIRFLOW_VERSIONS, indirect=True)
 def test_unknown_setting_in_the_variable_fails_the_render(airflow):
     result = airflow.run("airflow", "tasks", "render", "nsreplay_routes", "ingest", "2024-11-21T02:00:00+00:00",
                          extra_env={"AIRFLOW_VAR_NSREPLAY": '{"wharehouse": "/tmp/x"}'}, timeout=180)
     assert "unknown keys ['wharehouse']" in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("airflow", AIRFLOW_VERSIONS, indirect=True)
 def test_settings_render_into_the_commands(airflow):
     setting = {"warehouse": "/tmp/a warehouse", "captures": "s3a://bucket/captures", "spark_args": "--master yarn",
                "nsreplay_env": "prod", "delta": "spark"}

@@ -3,7 +3,10 @@ spark-submit.sh calls: ingest, replay, quality, publish) on a generated tiny cap
 warehouse; the published history must be that run's and answer like the reference model.
 
 Slow (each spark-submit is ~0.5-3 min on a busy 2-core machine) but part of the default suite: the
-DAG is only proven by running it."""
+DAG is only proven by running it. On Airflow 2 (the second release the DAG is tested on) a window
+runs through `airflow dags test` too, in CI with a project root whose spark-submit.sh records its
+calls: what differs between the two is Airflow (the run's interval, the order of the tasks, the
+commands rendered from params, Variable and interval), not the jobs."""
 
 from __future__ import annotations
 
@@ -14,6 +17,9 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
+from scheduling_support import AIRFLOW2
 
 HOUR_MS = 3_600_000
 
@@ -85,6 +91,40 @@ def test_one_window_end_to_end(airflow, tmp_path):
                         route_info(state.snapshot, topic, request_version=version)
                     compared_routes += 1
     assert compared_routes > 0
+
+
+@pytest.mark.parametrize("airflow", [AIRFLOW2], indirect=True)
+def test_one_window_runs_its_four_commands_in_order(airflow, tmp_path):
+    """`airflow dags test nsreplay_routes` at 02:00 on Airflow 2: the window (01:00, 02:00], its four
+    tasks in order, each calling the project root's spark-submit.sh from that root with the
+    environment and the arguments of Airflow 3's run of the same window (test_one_window_end_to_end);
+    the Variable's settings, a param given as the run's conf on top. The recorded calls are compared
+    whole."""
+    root = tmp_path / "root"
+    root.mkdir()
+    calls = tmp_path / "calls"
+    (root / "spark-submit.sh").write_text(  # a line per call: its directory, environment and arguments, each in <>
+        "#!/usr/bin/env bash\n"
+        f"{{ printf '%s|%s|%s|' \"$PWD\" \"$NSREPLAY_ENV\" \"$NSREPLAY_DELTA\"; printf '<%s>' \"$@\"; echo; }} >> {calls}\n")
+    (root / "spark-submit.sh").chmod(0o755)
+    settings = {"project_root": str(root), "captures": "/data/cap tures", "warehouse": "s3a://bucket/nsreplay",
+                "nsreplay_env": "test", "spark_args": "--master yarn", "delta": "spark"}
+    result = airflow.run(
+        "airflow", "dags", "test", "nsreplay_routes", "2024-11-21T02:00:00+00:00", "--conf", json.dumps({"nsreplay_env": "prod"}),
+        extra_env={"NSREPLAY_SCHEDULE": "@hourly", "NSREPLAY_START_DATE": "2024-11-21T01:00:00+00:00",
+                   "AIRFLOW_VAR_NSREPLAY": json.dumps(settings)},
+        timeout=300)
+    log = result.stdout + result.stderr
+    finished = [line for line in log.splitlines() if "DagRun Finished" in line]
+    assert result.returncode == 0 and finished and "state=success" in finished[-1], log[-6000:]
+    window = ["--from", "2024-11-21T01:00:00+00:00", "--to", "2024-11-21T02:00:00+00:00", "--run-id", "routes-20241121T010000"]
+    expected = [
+        ["jobs/ingest_captures.py", "--captures", "/data/cap tures", "--warehouse", "s3a://bucket/nsreplay", "--run-id", "ingest-20241121T010000"],
+        *(["jobs/rebuild_routes.py", "--warehouse", "s3a://bucket/nsreplay", *window, "--stage", stage] for stage in ("replay", "quality", "publish")),
+    ]
+    assert calls.read_text().splitlines() == [
+        f"{root}|prod|spark|" + "".join(f"<{arg}>" for arg in ["--master", "yarn", *job]) for job in expected
+    ]
 
 
 def test_the_maintenance_dag_compacts_then_vacuums_a_published_warehouse(airflow, demo_published, tmp_path):
