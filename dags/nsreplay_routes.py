@@ -73,7 +73,7 @@ try:  # Airflow 3
     from airflow.providers.standard.hooks.subprocess import SubprocessHook
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG, Param
-except ImportError:  # Airflow 2.x
+except ImportError:  # Airflow 2.x: core Airflow only (tested on 2.11.2, docs/operations.md)
     from airflow import DAG
     from airflow.hooks.subprocess import SubprocessHook
     from airflow.models.param import Param
