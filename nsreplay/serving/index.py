@@ -20,10 +20,18 @@ Contract:
   brokerAddrTable, clusterAddrTable, filterServerTable, orderTopicConf) are held in memory,
   columnar, sorted by ``(namesrv, key, valid_from)``; a lookup is one ``searchsorted`` over a
   composite ``key_id << 40 | (valid_from - base)`` array per key set, so O(k log n) for k keys.
-  Per row only that array, ``valid_to`` and the columns that are not the key are held (strings
-  dictionary-encoded; a QueueData's four numbers as an index into their distinct values): the
-  keys are held once per key, and the gold columns are put back together when a row is returned
-  (``_Intervals.columns``). About 1.6 MB a day of bench-day's history.
+  Per row only that array, ``valid_to``, the code of the file it was read from and the columns that
+  are not the key are held (strings dictionary-encoded; a QueueData's four numbers as an index into
+  their distinct values): the keys are held once per key, and the gold columns are put back
+  together when a row is returned (``_Intervals.columns``). About 1.6 MB a day of bench-day's history.
+* A reload (``RouteIndex.load(root, previous=index)``, what ``nsreplay serve`` does when a new
+  publish appears) reads only the files of the published versions that the previous index did not
+  read, keeps its rows of the files that are still part of them (by their file codes: 2 bytes a
+  row) and drops the others, and merges the two without decoding a held row again
+  (:meth:`_Intervals.merged`). What is held does not depend on the order rows were read in
+  (dictionaries and distinct values sorted), so the result is the index a full load builds, array
+  for array. A table most of whose files changed (a compaction), or that cannot be merged, is read
+  whole (:func:`_resident_table`); the previous index is left as it was.
 * The broker-live table is not held: a row per broker per heartbeat, it is 87 % of the interval
   rows of a day (bench-day: 1.1 M rows, 227 of 262 MB), and only full snapshots and
   ``/v1/tables`` need it. Those read the live rows of an instant from the published files whose
@@ -46,7 +54,8 @@ Contract:
   instants are changes does not depend on the window (the answer at ``ts`` differs from the answer at
   ``ts - 1``), so a window split anywhere gives the same changes, none lost or repeated: the pages
   of a window are the answers of consecutive windows.
-* Immutable after :meth:`RouteIndex.load`; safe to share between threads and event loops.
+* Immutable after :meth:`RouteIndex.load`; safe to share between threads and event loops (a merge
+  only reads the previous index).
 """
 
 from __future__ import annotations
@@ -83,7 +92,7 @@ from nsreplay.model import (
 from nsreplay.model.render import ROUTE_TABLES, STANDARD_JSON_MIN_VERSION, Shape
 from nsreplay.runtime import format_ms
 from nsreplay.storage.stored_table import CONCURRENT_READS, StoredTable
-from nsreplay.storage import TableSpec, Warehouse, dataset
+from nsreplay.storage import DataFile, TableSpec, Warehouse, dataset
 from schemas.gold import (
     INTERVAL_KEYS,
     INTERVAL_TABLES,
@@ -102,11 +111,13 @@ __all__ = [
     "STOPPED_BY_CHANGES",
     "STOPPED_BY_EXAMINED",
     "TABLES",
+    "TableLoad",
     "UnknownNamesrvError",
     "UnknownTableError",
 ]
 
 _SHIFT = 40  # composite = key_id << 40 | (valid_from - base): 2**40 ms is ~34 years of history
+_LOW = (1 << _SHIFT) - 1  # the valid_from bits of a composite
 _OPEN = np.iinfo(np.int64).max  # valid_to of a row still valid at the end of the covered range
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -218,15 +229,22 @@ class _Intervals:
     are held once per key (``key_values``), not per row; :meth:`columns` puts any rows' gold columns
     back together."""
 
-    def __init__(self, parts: Iterable[pa.Table], schema: pa.Schema, key_cols: Sequence[str], horizon: int,
-                 distinct_rows: Sequence[str] = ()) -> None:
-        """Index the rows of ``parts`` (the table's columns, ``schema``), read one part at a time.
+    def __init__(self, parts: Iterable[tuple[pa.Table, np.ndarray]], schema: pa.Schema, key_cols: Sequence[str], horizon: int,
+                 distinct_rows: Sequence[str] = (), files: Sequence[str] = ()) -> None:
+        """Index the rows of ``parts`` (the table's columns, ``schema``; each part with its rows' codes
+        into ``files``, the sorted paths of the files they were read from), one part at a time.
 
         Each part is reduced to what is held before the next is decoded: its rows' key ids,
-        ``valid_from`` and ``valid_to``, and per value column a code into the distinct values of
-        every part so far (strings; the ``distinct_rows`` columns together) or, for other types,
-        the column itself. So the peak of a load is what is held plus one part and one sort of
-        the bisection arrays, not the decoded table and its sorted copy."""
+        ``valid_from`` and ``valid_to``, file codes, and per value column a code into the distinct
+        values of every part so far (strings; the ``distinct_rows`` columns together) or, for other
+        types, the column itself. So the peak of a load is what is held plus one part and one sort of
+        the bisection arrays, not the decoded table and its sorted copy.
+
+        What is held depends on the rows only, not on the order of the files or parts: dictionaries
+        and distinct rows are sorted, file codes index the sorted ``files`` (so an index merged by
+        :meth:`merged` equals one built from the same files, array for array)."""
+        self.schema = schema
+        self.files: tuple[str, ...] = tuple(files)
         self.key_cols: tuple[str, ...] = ("namesrv", *key_cols)
         self.key_types = {c: schema.field(c).type for c in self.key_cols}
         value_names = [f.name for f in schema if f.name not in self.key_types and f.name not in ("valid_from", "valid_to")]
@@ -236,10 +254,11 @@ class _Intervals:
         keys, rows = _Book(), _Book()
         books = {c: _Book() for c in strings}
         kept: dict[str, list[pa.ChunkedArray]] = {c: [] for c in others}
-        starts_at, ends_at = [], []
-        for part in parts:
+        starts_at, ends_at, file_codes = [], [], []
+        for part, codes in parts:
             if not part.num_rows:
                 continue
+            file_codes.append(codes)
             keys.add(*_distinct_keys([part.column(c) for c in self.key_cols]))
             for c, book in books.items():
                 book.add(*_distinct_keys([part.column(c)]))
@@ -254,7 +273,7 @@ class _Intervals:
             pa.default_memory_pool().release_unused()  # the decoded part's buffers, before the next is read
         key_list = list(keys.values)
         # keys in (namesrv, key) order, NULL last as Arrow sorts, then each key's rows by valid_from
-        by_key = sorted(range(len(key_list)), key=lambda k: tuple((1, "") if v is None else (0, v) for v in key_list[k]))
+        by_key = sorted(range(len(key_list)), key=lambda k: _key_order(key_list[k]))
         rank = np.empty(len(key_list), dtype=np.int64)
         rank[by_key] = np.arange(len(key_list), dtype=np.int64)
         comp = rank[keys.codes()]  # each row's key id, then (in place) the composite array
@@ -274,14 +293,11 @@ class _Intervals:
         order = np.argsort(comp, kind="stable")
         self.comp = comp[order]
         del comp
-        # a key's first row: the first composite at or above key_id << _SHIFT
-        self.key_start = np.searchsorted(self.comp, np.arange(self.n_keys + 1, dtype=np.int64) << _SHIFT).astype(np.int64)
         self.valid_to = np.concatenate(ends_at)[order] if ends_at else _EMPTY
         del ends_at
-        self.ns_keys: dict[str, tuple[int, int]] = {}
-        for k, key in enumerate(self.key_values):
-            lo, _ = self.ns_keys.get(key[0], (k, k))
-            self.ns_keys[key[0]] = (lo, k + 1)
+        self.file_code = _narrow(np.concatenate(file_codes)[order] if file_codes else _EMPTY, len(self.files))
+        del file_codes
+        self._index_keys()
         taken = pa.array(order, type=pa.int64())
         columns: dict[str, pa.Array] = {}
         for c in value_names:
@@ -290,10 +306,87 @@ class _Intervals:
             elif c in kept:
                 columns[c] = pa.chunked_array(kept.pop(c), type=schema.field(c).type).take(taken).combine_chunks()
         self.values = pa.table(columns, schema=pa.schema([pa.field(c, a.type) for c, a in columns.items()]))
-        self.row_values = np.array(list(rows.values), dtype=np.int32).reshape(len(rows.values), len(self.row_columns))
-        index_type = np.int32 if len(self.row_values) >= 1 << 15 else np.int16
-        self.row_index = rows.codes()[order].astype(index_type) if self.row_columns else np.empty(0, dtype=index_type)
+        distinct = np.array(list(rows.values), dtype=np.int32).reshape(len(rows.values), len(self.row_columns))
+        self.row_values, self.row_index = _sorted_rows(distinct, rows.codes()[order] if self.row_columns else _EMPTY)
         self.row_types = [schema.field(c).type for c in self.row_columns]
+
+    def _index_keys(self) -> None:
+        """``key_start`` and ``ns_keys`` from ``comp`` and ``key_values``."""
+        # a key's first row: the first composite at or above key_id << _SHIFT
+        self.key_start = np.searchsorted(self.comp, np.arange(self.n_keys + 1, dtype=np.int64) << _SHIFT).astype(np.int64)
+        self.ns_keys: dict[str, tuple[int, int]] = {}
+        for k, key in enumerate(self.key_values):
+            lo, _ = self.ns_keys.get(key[0], (k, k))
+            self.ns_keys[key[0]] = (lo, k + 1)
+
+    @classmethod
+    def merged(cls, held: "_Intervals", rows: np.ndarray, added: "_Intervals", files: Sequence[str], horizon: int) -> "_Intervals":
+        """The table of the rows ``rows`` of ``held`` (ascending row indices) and every row of
+        ``added`` (the same table's columns; ``files``: the sorted paths of the files of both), equal
+        array for array to the table built from those rows' files by the constructor.
+
+        No row is decoded again: the held rows' arrays are re-keyed (key ids into the union of the
+        keys that keep a row, ``valid_from`` against the new base) and the two sorted runs merged by
+        one stable sort (O(n) on two runs), dictionaries and distinct rows re-coded and pruned to
+        what the rows use. Raises :class:`_NotReusable` when two rows share a key and ``valid_from``
+        (their order would be the files' order, which only a full load reproduces), IndexBuildError
+        like the constructor."""
+        if held.schema != added.schema or held.key_cols != added.key_cols or held.row_columns != added.row_columns:
+            raise _NotReusable("the table's columns changed")
+        out = cls.__new__(cls)
+        out.schema, out.files, out.key_cols, out.key_types = added.schema, tuple(files), held.key_cols, held.key_types
+        out.row_columns, out.row_types = held.row_columns, held.row_types
+        rows = np.asarray(rows, dtype=np.int64)
+        row_key = np.searchsorted(held.key_start, rows, side="right") - 1  # non-decreasing: rows ascend
+        first = np.ones(len(row_key), dtype=bool)
+        first[1:] = row_key[1:] != row_key[:-1]
+        kept_keys = row_key[first]
+        keys = {held.key_values[k] for k in kept_keys.tolist()}
+        keys.update(added.key_values)
+        out.key_values = sorted(keys, key=_key_order)
+        out.n_keys = len(out.key_values)
+        rank = {key: i for i, key in enumerate(out.key_values)}
+        held_rank = np.full(held.n_keys, -1, dtype=np.int64)
+        held_rank[kept_keys] = [rank[held.key_values[k]] for k in kept_keys.tolist()]
+        added_rank = np.array([rank[key] for key in added.key_values], dtype=np.int64)
+        starts = [(held.comp[rows] & _LOW) + held.base, (added.comp & _LOW) + added.base]
+        out.n = n = len(rows) + added.n
+        out.base = min((int(s.min()) for s in starts if len(s)), default=0)
+        if n and (max([horizon, *(int(s.max()) for s in starts if len(s))]) - out.base >= 1 << _SHIFT or out.n_keys >= 1 << (62 - _SHIFT)):
+            raise IndexBuildError(f"cannot index {n} rows / {out.n_keys} keys spanning more than 2**{_SHIFT} ms")
+        comp = np.concatenate([
+            (held_rank[row_key] << _SHIFT) | (starts[0] - out.base),
+            (added_rank[added.comp >> _SHIFT] << _SHIFT) | (starts[1] - out.base),
+        ])
+        del starts, row_key
+        order = np.argsort(comp, kind="stable")  # two sorted runs: a merge
+        out.comp = comp[order]
+        del comp
+        if n > 1 and bool(np.any(out.comp[1:] == out.comp[:-1])):
+            raise _NotReusable("two rows share a key and valid_from")
+        out.valid_to = np.concatenate([held.valid_to[rows], added.valid_to])[order]
+        position = {path: i for i, path in enumerate(out.files)}
+        held_files = np.array([position.get(p, -1) for p in held.files], dtype=np.int64)
+        added_files = np.array([position[p] for p in added.files], dtype=np.int64)
+        out.file_code = _narrow(np.concatenate([held_files[held.file_code[rows]], added_files[added.file_code]])[order], len(out.files))
+        if n and int(out.file_code.min()) < 0:
+            raise ValueError("a held row kept from a file that is not in the new version")
+        out._index_keys()
+        taken, order_taken = pa.array(rows, type=pa.int64()), pa.array(order, type=pa.int64())
+        columns: dict[str, pa.Array] = {}
+        for c in held.values.column_names:
+            a, b = held.values.column(c).combine_chunks(), added.values.column(c).combine_chunks()
+            if pa.types.is_dictionary(a.type):
+                codes = np.concatenate([_codes(a)[rows], np.where(_codes(b) < 0, -1, _codes(b) + len(a.dictionary))])[order]
+                columns[c] = _dictionary_array(pa.concat_arrays([a.dictionary, b.dictionary]), codes)
+            else:
+                columns[c] = pa.chunked_array([a.take(taken), b], type=a.type).take(order_taken).combine_chunks()  # as the constructor builds it
+        out.values = pa.table(columns, schema=pa.schema([pa.field(c, a.type) for c, a in columns.items()]))
+        codes = _EMPTY
+        if out.row_columns:
+            codes = np.concatenate([held.row_index[rows].astype(np.int64), added.row_index.astype(np.int64) + len(held.row_values)])[order]
+        out.row_values, out.row_index = _sorted_rows(np.concatenate([held.row_values, added.row_values]), codes)
+        return out
 
     def alive_with_keys(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(row indices, their key ids) of the rows of ``keys`` valid at ``t``, in ``keys`` order.
@@ -356,9 +449,11 @@ class _Intervals:
         return pa.table(out)
 
     def nbytes(self) -> int:
-        """Bytes held: the value columns, the bisection arrays and the key boundaries (the key tuples
-        themselves, one per key, are Python objects and not counted)."""
-        return self.values.nbytes + self.comp.nbytes + self.valid_to.nbytes + self.key_start.nbytes + self.row_values.nbytes + self.row_index.nbytes
+        """Bytes held: the value columns, the bisection arrays, the key boundaries and the rows' file
+        codes (the key tuples and file paths, one per key and file, are Python objects and not
+        counted)."""
+        return (self.values.nbytes + self.comp.nbytes + self.valid_to.nbytes + self.key_start.nbytes + self.row_values.nbytes
+                + self.row_index.nbytes + self.file_code.nbytes)
 
 
 def _distinct_rows(columns: Sequence[pa.ChunkedArray]) -> tuple[np.ndarray, np.ndarray]:
@@ -441,21 +536,60 @@ class _Book:
 
 def _dictionary_column(book: _Book, order: np.ndarray, value_type: pa.DataType) -> pa.DictionaryArray:
     """The string column whose distinct values (1-tuples, NULL one of them) and row codes ``book``
-    holds, rows in ``order``, dictionary-encoded with the narrowest index type its distinct values
-    allow: a fraction of the memory when values repeat (a cause, a zone, an order conf per row)."""
-    values = [v for (v,) in book.values]
-    codes = book.codes()[order]
-    null = book.values.get((None,))
-    mask = None
-    if null is not None:  # NULL is a row without a value, not an entry of the dictionary
-        mask = codes == null
-        codes = codes - (codes > null)
-        codes[mask] = 0
-        del values[null]
-    size = len(values)
+    holds, rows in ``order`` (see :func:`_dictionary_array`)."""
+    return _dictionary_array(pa.array([v for (v,) in book.values], type=value_type), book.codes()[order].astype(np.int64))
+
+
+def _dictionary_array(values: pa.Array, codes: np.ndarray) -> pa.DictionaryArray:
+    """The column whose rows are ``values[codes]`` (a code < 0 or naming a NULL value: NULL),
+    dictionary-encoded: the distinct values the rows use, sorted, with the narrowest index type their
+    number allows. A fraction of the memory when values repeat (a cause, a zone, an order conf per
+    row), and the same arrays whatever order or duplicates ``values`` has."""
+    distinct = values.unique().drop_null() if values.null_count else values.unique()
+    entries = pc.fill_null(pc.index_in(values, value_set=distinct), -1).to_numpy().astype(np.int64)
+    codes = np.where(codes < 0, -1, entries[np.maximum(codes, 0)]) if len(entries) else np.full(len(codes), -1, dtype=np.int64)
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(distinct)))
+    dictionary = distinct.take(pa.array(used, type=pa.int64()))
+    by_value = pc.sort_indices(dictionary).to_numpy()
+    new_code = np.full(len(distinct), -1, dtype=np.int64)
+    new_code[used[by_value]] = np.arange(len(used), dtype=np.int64)
+    mask = codes < 0
+    codes = np.where(mask, 0, new_code[np.maximum(codes, 0)]) if len(new_code) else np.zeros(len(codes), dtype=np.int64)
+    size = len(used)
     index = pa.int8() if size < 1 << 7 else pa.int16() if size < 1 << 15 else pa.int32()
-    indices = pa.array(codes.astype(index.to_pandas_dtype()), type=index, mask=mask)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(values, type=value_type))
+    indices = pa.array(codes.astype(index.to_pandas_dtype()), type=index, mask=mask if mask.any() else None)
+    return pa.DictionaryArray.from_arrays(indices, dictionary.take(pa.array(by_value, type=pa.int64())))
+
+
+def _codes(column: pa.DictionaryArray) -> np.ndarray:
+    """A dictionary column's codes as int64, -1 for NULL."""
+    return pc.fill_null(column.indices, -1).to_numpy().astype(np.int64)
+
+
+def _sorted_rows(distinct: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of ``distinct`` that ``codes`` use, distinct and sorted; each code's index into
+    them, int16 when they are fewer than 2**15): the same arrays whatever order or duplicates
+    ``distinct`` has."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(distinct))) if len(codes) else np.empty(0, dtype=np.int64)
+    values, inverse = np.unique(distinct[used], axis=0, return_inverse=True) if len(used) else (distinct[:0], np.empty(0, dtype=np.int64))
+    new_code = np.zeros(len(distinct), dtype=np.int64)
+    new_code[used] = inverse.reshape(-1)
+    index_type = np.int32 if len(values) >= 1 << 15 else np.int16
+    return values.astype(np.int32), new_code[codes].astype(index_type) if len(codes) else np.empty(0, dtype=index_type)
+
+
+def _narrow(codes: np.ndarray, size: int) -> np.ndarray:
+    """File codes (into ``size`` files) as int16, or int32 from 2**15 files on."""
+    return codes.astype(np.int16 if size < 1 << 15 else np.int32)
+
+
+def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
+    """A key's sort order: its values in order, NULL after every value (as Arrow sorts)."""
+    return tuple((1, "") if v is None else (0, v) for v in key)
+
+
+class _NotReusable(Exception):
+    """An index cannot be merged from a held one (the message says why): it is loaded whole."""
 
 
 #: Rows of a table version decoded at once while the index is built (see :func:`_parts`).
@@ -464,40 +598,46 @@ PART_ROWS = 1 << 18
 FILES_AHEAD = 2
 
 
-def _parts(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> tuple[Iterator[pa.Table], pa.Schema]:
-    """The ``columns`` of a table version as tables of about :data:`PART_ROWS` rows (whole files,
-    gathered so that the per-part work is not paid per file), and their schema.
+def _parts(spec: TableSpec, files: Sequence[DataFile], columns: list[str]) -> tuple[Iterator[tuple[pa.Table, np.ndarray]], pa.Schema, tuple[str, ...]]:
+    """The ``columns`` of ``files`` (files of a version of ``spec``'s table) as tables of about
+    :data:`PART_ROWS` rows (whole files, gathered so that the per-part work is not paid per file),
+    each with its rows' codes into the files' sorted paths; their schema; those paths.
 
     The files are read by a few threads, at most :data:`FILES_AHEAD` files ahead of the part being
     indexed: the reads overlap each file's latency (object storage), and the decoded data waiting
     is a few files whatever the history. (A dataset scan reads ahead of a slow consumer up to
     Arrow's back-pressure threshold, not its ``*_readahead`` arguments: it held ~80 MB of decoded
     batches in a 16-day history's load, and that grew with the history.)"""
-    data = dataset(spec, warehouse.files(spec, version))
+    data = dataset(spec, files)
+    paths = tuple(sorted(f.path for f in files))
+    code = {path: np.int32(i) for i, path in enumerate(paths)}
+    by_fragment = list(zip(data.get_fragments(), files)) if files else []
 
-    def read(fragment: pads.Fragment) -> pa.Table:
-        return fragment.to_table(columns=columns, schema=data.schema, use_threads=False)
+    def read(item: tuple[pads.Fragment, DataFile]) -> tuple[pa.Table, np.ndarray]:
+        fragment, data_file = item
+        table = fragment.to_table(columns=columns, schema=data.schema, use_threads=False)
+        return table, np.full(table.num_rows, code[data_file.path], dtype=np.int32)
 
-    pending: list[pa.Table] = []
+    pending: list[tuple[pa.Table, np.ndarray]] = []
 
-    def handed_over() -> pa.Table:  # the part, no longer referenced here while the caller works on it
+    def handed_over() -> tuple[pa.Table, np.ndarray]:  # the part, no longer referenced here while the caller works on it
         nonlocal pending
-        tables, pending = pending, []
-        return pa.concat_tables(tables)
+        taken, pending = pending, []
+        return pa.concat_tables([t for t, _ in taken]), np.concatenate([c for _, c in taken])
 
-    def gathered() -> Iterator[pa.Table]:
+    def gathered() -> Iterator[tuple[pa.Table, np.ndarray]]:
         rows = 0
-        for table in _in_order(data.get_fragments(), read, FILES_AHEAD):
-            pending.append(table)
+        for table, codes in _in_order(by_fragment, read, FILES_AHEAD):
+            pending.append((table, codes))
             rows += table.num_rows
-            del table
+            del table, codes
             if rows >= PART_ROWS:
                 rows = 0
                 yield handed_over()
         if pending:
             yield handed_over()
 
-    return gathered(), pa.schema([data.schema.field(c) for c in columns])
+    return gathered(), pa.schema([data.schema.field(c) for c in columns]), paths
 
 
 def _in_order(items: Iterable[Any], read: Callable[[Any], Any], ahead: int) -> Iterator[Any]:
@@ -516,6 +656,67 @@ def _in_order(items: Iterable[Any], read: Callable[[Any], Any], ahead: int) -> I
         finally:
             for future in started:
                 future.cancel()
+
+
+#: A table is merged from the previous index when the files to read hold at most this many times the
+#: rows it keeps; otherwise it is read whole (:func:`_resident_table`).
+MERGE_SHARE = 1.0
+
+
+@dataclass(frozen=True)
+class TableLoad:
+    """How one resident table of an index was built (:attr:`RouteIndex.loads`).
+
+    ``files_read``: the files decoded (sorted paths); ``files_kept``: the files whose rows were taken
+    from the previous index, ``rows_kept`` of them; ``full``: read whole (no previous index, or
+    ``reason`` says why it could not be reused)."""
+
+    files_read: tuple[str, ...]
+    files_kept: int
+    rows_kept: int
+    full: bool
+    reason: str | None = None
+
+
+def _resident_table(name: str, spec: TableSpec, files: Sequence[DataFile], horizon: int,
+                    previous: _Intervals | None, why_not: str | None) -> tuple[_Intervals, TableLoad]:
+    """The held table ``name`` (gold ``spec``) of the version whose files are ``files``, and how it was built.
+
+    With ``previous`` (the same table of the index served, from the same warehouse) the rows of its
+    files that are still in ``files`` are kept and only the other files are read
+    (:meth:`_Intervals.merged`): the files a window's commit added; the rows of the files it removed
+    (an overwrite of a window's slice, a compaction, a re-run of an old window) are dropped. It is
+    read whole when there is no ``previous`` (``why_not`` says why, when there was one), when the
+    files to read hold more than :data:`MERGE_SHARE` times the rows kept (most of the table
+    replaced: a merge would cost about a load), or when the merge is refused (:class:`_NotReusable`).
+
+    The files added and removed are those of the version against the files the held rows came from
+    (``previous.files``), not the Delta log's actions between the two versions: the same set for a
+    newer version, and right too for an older one (a publish that goes back) without reading a
+    commit of the log, which a vacuum or a checkpoint may have made unreadable."""
+    columns = _interval_columns(spec)
+    distinct_rows = QUEUE_NUMBERS if name == "topicQueueTable" else ()
+
+    def whole(reason: str | None) -> tuple[_Intervals, TableLoad]:
+        parts, schema, paths = _parts(spec, files, columns)
+        return _Intervals(parts, schema, _KEYS[name], horizon, distinct_rows, paths), TableLoad(paths, 0, 0, True, reason)
+
+    if previous is None:
+        return whole(why_not)
+    paths = {f.path for f in files}
+    held = set(previous.files)
+    added = [f for f in files if f.path not in held]
+    still = np.array([p in paths for p in previous.files], dtype=bool)
+    rows = np.flatnonzero(still[previous.file_code]) if len(still) else _EMPTY
+    to_read = sum(f.num_records if f.num_records is not None else 1 << 62 for f in added)
+    if to_read > MERGE_SHARE * len(rows):
+        return whole(f"{len(added)} of {len(files)} files to read ({to_read if to_read < 1 << 62 else 'unknown'} rows) for {len(rows)} kept")
+    parts, schema, added_paths = _parts(spec, added, columns)
+    try:
+        merged = _Intervals.merged(previous, rows, _Intervals(parts, schema, _KEYS[name], horizon, distinct_rows, added_paths), sorted(paths), horizon)
+    except _NotReusable as exc:
+        return whole(str(exc))
+    return merged, TableLoad(added_paths, int(still.sum()), len(rows), False)
 
 
 def _read(warehouse: Warehouse, spec: TableSpec, version: int, columns: list[str]) -> pa.Table:
@@ -551,7 +752,8 @@ class _LRU:
 class RouteIndex:
     """The latest published run of a warehouse, indexed for point-in-time lookups (module docstring)."""
 
-    def __init__(self, root: str, *, cache_size: int = 20_000, stored_reads: int = CONCURRENT_READS) -> None:
+    def __init__(self, root: str, *, cache_size: int = 20_000, stored_reads: int = CONCURRENT_READS,
+                 previous: "RouteIndex | None" = None) -> None:
         started = time.perf_counter()
         history = PublishedHistory(root)  # raises NotPublishedError; reads only the publish log
         self.root = root
@@ -560,12 +762,18 @@ class RouteIndex:
         self._coverage: dict[str, Coverage] = {c.namesrv: c for c in history.coverage()}
         horizon = max((c.to_ts for c in self._coverage.values()), default=0)
         warehouse = Warehouse(root, None, "delta-rs")
+        self.warehouse_root: str = warehouse.root
 
-        self._tables: dict[str, _Intervals] = {
-            name: _Intervals(*_parts(warehouse, spec, self.versions[spec.name], _interval_columns(spec)), _KEYS[name], horizon,
-                             distinct_rows=QUEUE_NUMBERS if name == "topicQueueTable" else ())
-            for name, spec in RESIDENT.items()
-        }
+        why_not = None
+        if previous is not None and previous.warehouse_root != warehouse.root:
+            why_not, previous = f"the previous index is of another warehouse ({previous.warehouse_root})", None
+        self._tables: dict[str, _Intervals] = {}
+        #: How each resident table was built (read whole, or merged from ``previous``): :class:`TableLoad`.
+        self.loads: dict[str, TableLoad] = {}
+        for name, spec in RESIDENT.items():
+            files = warehouse.files(spec, self.versions[spec.name])
+            held = previous._tables.get(name) if previous is not None else None
+            self._tables[name], self.loads[name] = _resident_table(name, spec, files, horizon, held, why_not)
         live = TABLES[_STORED]
         reads = threading.BoundedSemaphore(stored_reads)  # shared: bounds the memory of the reads in flight
         self._live = StoredTable(warehouse, live, self.versions[live.name], ("valid_from", "valid_to"), reads=reads)
@@ -578,9 +786,16 @@ class RouteIndex:
         self.build_seconds = time.perf_counter() - started
 
     @classmethod
-    def load(cls, root: str, **kwargs: Any) -> "RouteIndex":
-        """Index the latest published run of the warehouse at ``root``."""
-        return cls(root, **kwargs)
+    def load(cls, root: str, *, previous: "RouteIndex | None" = None, **kwargs: Any) -> "RouteIndex":
+        """Index the latest published run of the warehouse at ``root``.
+
+        With ``previous`` (the index served until now; left unchanged, it may keep serving meanwhile)
+        the rows it holds from files that are still part of the published table versions are reused
+        and only the other files are read: a reload after one more window costs about what the
+        window's files cost, not the history. The index is the same, array for array, as one
+        loaded without ``previous``; a table is read whole when reuse is impossible or not worth it
+        (:func:`_resident_table`; :attr:`loads` says how each table was built)."""
+        return cls(root, previous=previous, **kwargs)
 
     # -- loading --------------------------------------------------------------------------------------
 

@@ -94,15 +94,15 @@ def test_an_index_built_from_many_parts_answers_like_the_oracle(demo_root, demo_
     read = {}
     real_parts = module._parts
 
-    def counted(warehouse, spec, version, columns):
-        parts, schema = real_parts(warehouse, spec, version, columns)
+    def counted(spec, files, columns):
+        parts, schema, paths = real_parts(spec, files, columns)
 
         def each():
             for part in parts:
                 read[spec.name] = read.get(spec.name, 0) + 1
                 yield part
 
-        return each(), schema
+        return each(), schema, paths
 
     monkeypatch.setattr(module, "PART_ROWS", 1)
     monkeypatch.setattr(module, "_parts", counted)
