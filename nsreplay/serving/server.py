@@ -13,9 +13,10 @@ asyncio event loop, over the latest published run of a warehouse.
   publish log changes its version, not its latest row), a new index is built in a worker thread
   and then swapped in with one reference assignment. The new index reuses the rows the served one
   holds from files still part of the published versions and reads only the files added since
-  (``RouteIndex.load(previous=...)``): a window's reload costs the window, not the history. Requests take the reference once, so those
-  in flight finish on the old index and none is dropped; a failed rebuild is reported on stderr
-  and the old index keeps serving.
+  (``RouteIndex.load(previous=...)``): a window's reload costs the window, not the history; the
+  line it prints says what was read, kept, and read whole (and why). Requests take the reference
+  once, so those in flight finish on the old index and none is dropped; a failed rebuild is
+  reported on stderr and the old index keeps serving.
 * SIGINT/SIGTERM: stop listening, finish, exit 0.
 * A request aiohttp cannot parse (a line too long, a bad header, a method that is not one) is
   answered 400 and logged on stderr as one line, without aiohttp's traceback: it is the client's
