@@ -21,6 +21,11 @@
 # or 1 with a one-line reason when the venv cannot be built.
 set -euo pipefail
 
+# The caller's Python path is not the venv's: a PYTHONPATH holding this project's root (its
+# nsreplay.egg-info) made pip check of a fresh build fail on nsreplay's requirements, and one holding
+# a Spark install's python/ or other packages would shadow the pinned ones in the venv's commands.
+unset PYTHONPATH PYTHONHOME
+
 NSREPLAY_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${NSREPLAY_AIRFLOW_PYTHON:-python3}"
 

@@ -105,3 +105,15 @@ def test_settings_render_into_the_commands(airflow):
         f"cd {ROOT} && NSREPLAY_ENV=prod NSREPLAY_DELTA=spark {ROOT}/spark-submit.sh --master yarn jobs/ingest_captures.py "
         "--captures s3a://bucket/captures --warehouse '/tmp/a warehouse' --run-id ingest-20241121T010000"
     )
+
+
+def test_the_callers_python_path_does_not_reach_the_airflow_venv(airflow, tmp_path):
+    """A PYTHONPATH in the caller's environment (a Spark install's python/, this project's root with
+    its nsreplay.egg-info) does not reach the Airflow venv: with the project's root on it, pip check
+    of a fresh venv failed on nsreplay's own requirements, and a package on it shadowed the pinned
+    one in every command the script runs."""
+    stray = tmp_path / "stray" / "airflow"
+    stray.mkdir(parents=True)
+    (stray / "__init__.py").write_text("raise ImportError('the airflow package on the caller PYTHONPATH')\n")
+    result = airflow.run("python", "-c", "import os, airflow; print(os.environ.get('PYTHONPATH'))", extra_env={"PYTHONPATH": str(stray.parent)})
+    assert (result.returncode, result.stdout.split()[-1:]) == (0, ["None"]), result.stderr[-3000:]
