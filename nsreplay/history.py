@@ -84,6 +84,29 @@ def latest_publish_row(warehouse: Warehouse) -> dict[str, Any] | None:
     return max(log.to_pylist(), key=lambda row: (row["published_ms"], row["run_id"]), default=None)
 
 
+@dataclass(frozen=True)
+class PublishedRun:
+    """What the latest ``gold.publish_log`` row names: the run, the version of each table it
+    published, and what it covers per NameServer."""
+
+    run_id: str
+    versions: Mapping[str, int]
+    coverage: Mapping[str, Coverage]
+
+
+def published_run(warehouse: Warehouse, root: str) -> PublishedRun:
+    """The latest publish of the warehouse at ``root`` (``warehouse``), from the publish log alone: no
+    other table's log is opened. Raises :class:`NotPublishedError` when nothing was published (or
+    there is no such directory)."""
+    latest = latest_publish_row(warehouse)
+    if latest is None:
+        if "://" not in root and not os.path.isdir(root):  # a relative path is read from the working directory
+            raise NotPublishedError(f"{root}: no such directory (from {os.getcwd()})")
+        raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
+    coverage = {c["namesrv"]: Coverage(c["namesrv"], c["from_ts"], c["to_ts"], c["profile"]) for c in latest["namesrvs"]}
+    return PublishedRun(latest["run_id"], dict(latest["table_versions"]), coverage)
+
+
 def _alive(t: int) -> pads.Expression:
     return _alive_between(t, t)
 
@@ -98,14 +121,10 @@ class PublishedHistory:
 
     def __init__(self, root: str) -> None:
         self._warehouse = Warehouse(root, None, "delta-rs")
-        latest = latest_publish_row(self._warehouse)
-        if latest is None:
-            if "://" not in root and not os.path.isdir(root):  # a relative path is read from the working directory
-                raise NotPublishedError(f"{root}: no such directory (from {os.getcwd()})")
-            raise NotPublishedError(f"{root}: nothing has been published yet (run jobs/rebuild_routes.py)")
-        self.run_id: str = latest["run_id"]
-        self.versions: dict[str, int] = dict(latest["table_versions"])
-        self._coverage = {c["namesrv"]: Coverage(c["namesrv"], c["from_ts"], c["to_ts"], c["profile"]) for c in latest["namesrvs"]}
+        published = published_run(self._warehouse, root)
+        self.run_id: str = published.run_id
+        self.versions: dict[str, int] = dict(published.versions)
+        self._coverage = dict(published.coverage)
         # each table's file list and its files' valid_from / valid_to statistics, read once: a read
         # opens the files of one NameServer that may hold rows alive then, not its whole history
         self._stored = {
@@ -241,5 +260,5 @@ def build_snapshot(rows: Mapping[str, Rows], t: int) -> Snapshot:
     )
 
 
-__all__ = ["Coverage", "NotPublishedError", "OutsideCoverageError", "PublishedHistory", "build_snapshot"]
+__all__ = ["Coverage", "NotPublishedError", "OutsideCoverageError", "PublishedHistory", "PublishedRun", "build_snapshot", "published_run"]
 

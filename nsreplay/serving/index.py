@@ -75,7 +75,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from nsreplay.history import Coverage, NotPublishedError, OutsideCoverageError, PublishedHistory
+from nsreplay.history import Coverage, NotPublishedError, OutsideCoverageError, published_run
 from nsreplay.model import (
     Answer,
     BrokerData,
@@ -765,13 +765,16 @@ class RouteIndex:
     def __init__(self, root: str, *, cache_size: int = 20_000, stored_reads: int = CONCURRENT_READS,
                  previous: "RouteIndex | None" = None) -> None:
         started = time.perf_counter()
-        history = PublishedHistory(root)  # raises NotPublishedError; reads only the publish log
-        self.root = root
-        self.run_id: str = history.run_id
-        self.versions: dict[str, int] = dict(history.versions)
-        self._coverage: dict[str, Coverage] = {c.namesrv: c for c in history.coverage()}
-        horizon = max((c.to_ts for c in self._coverage.values()), default=0)
         warehouse = Warehouse(root, None, "delta-rs")
+        # the publish log alone (raises NotPublishedError): each table's log is then opened once, by
+        # this warehouse, for what the index reads (a PublishedHistory would open every table's log
+        # and parse its files' statistics first: 0.15 s of a 1.3 s reload at 32 days of bench-day)
+        published = published_run(warehouse, root)
+        self.root = root
+        self.run_id: str = published.run_id
+        self.versions: dict[str, int] = dict(published.versions)
+        self._coverage: dict[str, Coverage] = {n: published.coverage[n] for n in sorted(published.coverage)}
+        horizon = max((c.to_ts for c in self._coverage.values()), default=0)
         self.warehouse_root: str = warehouse.root
 
         why_not = None

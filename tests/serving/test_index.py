@@ -243,6 +243,24 @@ def test_errors_are_those_of_published_history(demo_index, tmp_path):
         RouteIndex.load(str(tmp_path))
 
 
+def test_a_load_opens_the_log_of_each_table_it_reads_once(demo_root, monkeypatch):
+    """The publish log at its latest version, then each table the index reads at the version it
+    names, once: the route tables, the epochs, the broker-live table and the route changes (whose
+    file lists and statistics the index keeps), and no log twice."""
+    from nsreplay.storage import snapshots
+
+    opened, open_table = [], snapshots.open_table
+
+    def recording(location, version=None):
+        opened.append((location.uri.rstrip("/").rsplit("/", 1)[-1], version))
+        return open_table(location, version)
+
+    monkeypatch.setattr(snapshots, "open_table", recording)
+    index = RouteIndex.load(demo_root)
+    read = [*TABLES.values(), NAMESRV_EPOCHS, ROUTE_CHANGES]
+    assert sorted(opened, key=repr) == sorted([("publish_log", None), *((s.name.split(".")[-1], index.versions[s.name]) for s in read)], key=repr)
+
+
 def test_the_index_holds_the_route_tables_as_arrays_and_reads_the_live_table_per_request(demo_index):
     """Memory follows the rows of the route tables, kept as arrays, not Python objects; the
     broker-live table, which gains rows with every heartbeat, is not held (the tests above check
