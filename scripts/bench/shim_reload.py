@@ -15,7 +15,10 @@ the window's rows still open at its end; the publish row naming those versions i
 
 Each measurement runs in a fresh process: it loads the index of the N-day publish (what a server
 holds), appends the next publish row, reloads (full or incremental: alternating, ``--rounds``
-rounds), and restores the publish log, so every process starts from the same publish. Reported:
+rounds), and restores the publish log, so every process starts from the same publish. With
+``--code OLD --code NEW`` (two source trees; the default is this one) each round measures both
+trees, alternating, one after the other, so that a change is compared with what it replaces in the
+same conditions; the script itself is this tree's in both. Reported:
 the reload's time, the peak resident memory during the reload (the old index held, as in
 ``nsreplay serve``; ``VmHWM`` reset just before), the resident memory before it, the files read.
 """
@@ -163,6 +166,8 @@ def main() -> None:
     parser.add_argument("--window", default="1h", choices=sorted(WINDOWS))
     parser.add_argument("--scratch", default="/tmp/shim-reload")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--code", action="append", help="a source tree to measure (repeat: alternated); default: this one")
+    parser.add_argument("--modes", default="full,incremental")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -170,16 +175,20 @@ def main() -> None:
         print(json.dumps(measure(args.measure, args.mode)))
         return
     here = str(Path(__file__).resolve().parents[2])
+    trees = [str(Path(c).resolve()) for c in args.code] if args.code else [here]
+    modes = args.modes.split(",")
     for days in [int(d) for d in args.days.split(",")]:
         target = Path(args.scratch) / f"{days}d-{args.window}"
         if not (target / "next_publish.parquet").exists():
             build(args.source, days, WINDOWS[args.window], target)
         for r in range(args.rounds):
-            for mode in ("full", "incremental") if r % 2 == 0 else ("incremental", "full"):
+            runs = [(tree, mode) for mode in modes for tree in trees]
+            for tree, mode in runs if r % 2 == 0 else runs[::-1]:
                 done = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", str(target), "--mode", mode],
-                                      env={**os.environ, "PYTHONPATH": here}, cwd=here, capture_output=True, text=True, check=True)
+                                      env={**os.environ, "PYTHONPATH": tree}, cwd=tree, capture_output=True, text=True, check=True)
                 figures = json.loads(done.stdout.strip().splitlines()[-1])
-                print(f"{days} d +{args.window}  {mode:<11}  " + "  ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()), flush=True)
+                label = f"  {Path(tree).name}" if len(trees) > 1 else ""
+                print(f"{days} d +{args.window}{label}  {mode:<11}  " + "  ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()), flush=True)
 
 
 if __name__ == "__main__":
