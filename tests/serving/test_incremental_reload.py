@@ -56,7 +56,35 @@ def reloaded(warehouse: Warehouse, previous: RouteIndex, before: dict[str, set[s
         assert not load.full, (name, load)
         assert set(load.files_read) == after[name] - before[name], name
         assert load.files_kept == len(after[name] & before[name]), name
+    assert_reused(incremental, previous)
     return incremental, fresh
+
+
+def assert_reused(incremental: RouteIndex, previous: RouteIndex) -> None:
+    """What a merged index takes from the one it was merged from: the BrokerData of every broker row
+    kept (and only those), and each map of keys whose key lists did not change (and only those)."""
+    kept = {id(b) for b in previous._broker_rows}
+    assert sum(id(b) in kept for b in incremental._broker_rows) == incremental.loads["brokerAddrTable"].rows_kept
+    for attribute, tables in (("_topic_keys", ["topicQueueTable"]), ("_broker_key", ["brokerAddrTable"]), ("_order_key", ["orderTopicConf"]),
+                              ("_topic_brokers", ["topicQueueTable", "brokerAddrTable"])):
+        unchanged = all(incremental._tables[t].key_values == previous._tables[t].key_values for t in tables)
+        assert (getattr(incremental, attribute) is getattr(previous, attribute)) == unchanged, attribute
+    for name, table in incremental._tables.items():
+        unchanged = table.key_values == previous._tables[name].key_values
+        assert (table.key_values is previous._tables[name].key_values) == unchanged == (table.ns_keys is previous._tables[name].ns_keys), name
+        assert table.origin is None, name  # not held
+
+
+def test_a_reload_of_the_same_publish_reuses_every_map_and_broker_data(demo_root) -> None:
+    root = demo_root
+    served = RouteIndex.load(root)
+    incremental = RouteIndex.load(root, previous=served)
+    assert all(not load.full and load.files_read == () for load in incremental.loads.values())
+    assert_same_index(incremental, RouteIndex.load(root))
+    assert_reused(incremental, served)
+    for attribute in ("_topic_keys", "_broker_key", "_order_key", "_topic_brokers"):
+        assert getattr(incremental, attribute) is getattr(served, attribute), attribute
+    assert all(a is b for a, b in zip(incremental._broker_rows, served._broker_rows, strict=True))
 
 
 def test_reloads_after_windows_a_backfill_and_a_rewound_publish_equal_fresh_loads(windowed, spark, tmp_path, merging) -> None:
