@@ -356,11 +356,15 @@ class _Intervals:
         union = [held.key_values[k] for k in kept_keys.tolist()]
         where = dict(zip(union, range(len(union))))
         added_at = np.array([where.setdefault(key, len(where)) for key in added.key_values], dtype=np.int64)
-        union.extend(list(where)[len(union):])
-        by_key = _key_order(union, [held.key_types[c] for c in held.key_cols])
-        out.key_values = [union[k] for k in by_key]
-        if out.key_values == held.key_values:  # the usual reload: no key gained or lost
-            out.key_values = held.key_values
+        if len(where) == len(union):  # no key added: the kept keys are in key order, as held
+            by_key = list(range(len(union)))
+            out.key_values = held.key_values if len(union) == held.n_keys else union  # the usual reload: no key gained or lost
+        else:
+            union.extend(list(where)[len(union):])
+            by_key = _key_order(union, [held.key_types[c] for c in held.key_cols])
+            out.key_values = [union[k] for k in by_key]
+            if out.key_values == held.key_values:  # keys whose only rows were read again
+                out.key_values = held.key_values
         out.n_keys = len(out.key_values)
         rank = np.empty(len(union), dtype=np.int64)
         rank[by_key] = np.arange(len(union), dtype=np.int64)
@@ -396,8 +400,7 @@ class _Intervals:
         for c in held.values.column_names:
             a, b = held.values.column(c).combine_chunks(), added.values.column(c).combine_chunks()
             if pa.types.is_dictionary(a.type):
-                codes = np.concatenate([_codes(a)[rows], np.where(_codes(b) < 0, -1, _codes(b) + len(a.dictionary))])[order]
-                columns[c] = _dictionary_array(pa.concat_arrays([a.dictionary, b.dictionary]), codes)
+                columns[c] = _merged_dictionary_array(a, rows, b, order)
             else:
                 columns[c] = pa.chunked_array([a.take(taken), b], type=a.type).take(order_taken).combine_chunks()  # as the constructor builds it
         out.values = pa.table(columns, schema=pa.schema([pa.field(c, a.type) for c, a in columns.items()]))
@@ -580,9 +583,42 @@ def _dictionary_array(values: pa.Array, codes: np.ndarray) -> pa.DictionaryArray
     return pa.DictionaryArray.from_arrays(indices, dictionary.take(pa.array(by_value, type=pa.int64())))
 
 
-def _codes(column: pa.DictionaryArray) -> np.ndarray:
-    """A dictionary column's codes as int64, -1 for NULL."""
-    return pc.fill_null(column.indices, -1).to_numpy().astype(np.int64)
+def _merged_dictionary_array(held: pa.DictionaryArray, rows: np.ndarray, added: pa.DictionaryArray, order: np.ndarray) -> pa.DictionaryArray:
+    """:func:`_dictionary_array` of the rows ``rows`` of ``held`` followed by every row of ``added``
+    (two columns that function made: dictionaries sorted, distinct, without NULL), in ``order``.
+
+    The same array, made with the row codes in their narrow type and re-coded through a table of
+    each dictionary's entries (one gather a row) instead of int64 codes into the concatenated
+    dictionaries, re-coded twice: at 32 days of bench-day (2.36 M topic rows), 0.04 s of a reload's
+    merge instead of 0.18 s (cProfile)."""
+    kept_codes, kept_used = _entry_codes(held, rows)
+    added_codes, added_used = _entry_codes(added, None)
+    used = pa.concat_arrays([held.dictionary.filter(pa.array(kept_used)), added.dictionary.filter(pa.array(added_used))]).unique()
+    dictionary = used.take(pc.sort_indices(used))
+    size = len(dictionary)
+    index = pa.int8() if size < 1 << 7 else pa.int16() if size < 1 << 15 else pa.int32()
+    dtype = index.to_pandas_dtype()
+
+    def table(column: pa.DictionaryArray, used: np.ndarray) -> np.ndarray:  # entry (and NULL, last) -> new code, -1 for NULL
+        new = np.full(len(column.dictionary) + 1, -1, dtype=dtype)
+        new[:-1][used] = pc.index_in(column.dictionary.filter(pa.array(used)), value_set=dictionary).to_numpy()
+        return new
+
+    codes = np.concatenate([table(held, kept_used)[kept_codes], table(added, added_used)[added_codes]])[order]
+    mask = codes < 0
+    if mask.any():
+        codes[mask] = 0
+    return pa.DictionaryArray.from_arrays(pa.array(codes, type=index, mask=mask if mask.any() else None), dictionary)
+
+
+def _entry_codes(column: pa.DictionaryArray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(the codes of ``column``'s rows ``rows`` (every row when None) in its index type, NULL as one
+    past the last entry; which entries they use)."""
+    size = len(column.dictionary)
+    codes = pc.fill_null(column.indices, pa.scalar(size, column.indices.type)).to_numpy(zero_copy_only=False)
+    if rows is not None:
+        codes = codes[rows]
+    return codes, np.bincount(codes, minlength=size + 1)[:size] > 0
 
 
 def _sorted_rows(distinct: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -223,3 +223,30 @@ def instants(index: RouteIndex, namesrv: str) -> list[int]:
     ordered = sorted(found)
     step = max(1, len(ordered) // 40)
     return sorted({*ordered[::step], cov.from_ts, cov.to_ts})
+
+
+@pytest.mark.parametrize("held_size, added_size, nulls, share, prefix", [
+    (3, 2, True, 0.3, "v"), (100, 60, True, 0.3, "v"), (200, 40000, False, 0.3, "w"), (0, 5, True, 0.3, "v"), (4, 0, False, 0.3, "v"),
+    (40, 50, False, 0.9, "w"),   # int8 held and added, int16 merged: 80 + 100 values
+    (200, 3, True, 0.01, "v"),   # int16 held, int8 merged: the kept rows use a few entries
+])
+def test_a_merged_dictionary_column_is_the_one_made_from_its_rows(held_size, added_size, nulls, share, prefix) -> None:
+    """The merge's dictionary column (kept rows of a held one, then an added one, reordered) is the
+    column ``_dictionary_array`` makes from those rows' values: the same dictionary (the values used,
+    sorted: entries no kept row uses dropped, the index type widened or narrowed by their number),
+    the same codes and NULLs."""
+    rng = np.random.default_rng(held_size + added_size)
+
+    def column(size: int, n: int, prefix: str) -> pa.DictionaryArray:
+        values = [f"{prefix}{v}" for v in rng.integers(0, max(size, 1) * 2, size=n).tolist()] if size else [None] * n
+        values = [None if nulls and rng.random() < 0.1 else v for v in values]
+        return module._dictionary_array(pa.array(values, pa.string()), np.arange(n, dtype=np.int64))
+
+    held, added = column(held_size, 3000, "v"), column(added_size, 900, prefix)
+    rows = np.flatnonzero(rng.random(len(held)) < share)
+    order = rng.permutation(len(rows) + len(added))
+    got = module._merged_dictionary_array(held, rows, added, order)
+    values = pa.concat_arrays([held.dictionary_decode().take(pa.array(rows)), added.dictionary_decode()])
+    want = module._dictionary_array(values, order.astype(np.int64))
+    assert got.type == want.type and got.dictionary.equals(want.dictionary) and got.indices.equals(want.indices)
+    assert got.to_pylist() == values.take(pa.array(order)).to_pylist()
