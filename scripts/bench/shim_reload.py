@@ -32,11 +32,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-DAY = 86_400_000
-INTERVALS = ("topic_queue_intervals", "broker_addr_intervals", "cluster_addr_intervals", "broker_live_intervals",
-             "filter_server_intervals", "order_topic_intervals")
-OTHERS = ("namesrv_epochs", "route_changes")
-SHIFTED = ("valid_from", "valid_to", "ts", "tick_ts", "start_ts", "end_ts", "first_tick", "last_update_ts")
+from shim_history import DAY, SHIFTED, TABLES  # the same tables, shifted the same way (this script's folder)
+
+INTERVALS = tuple(t for t in TABLES if t.endswith("_intervals"))
+OTHERS = tuple(t for t in TABLES if t not in INTERVALS)
 WINDOWS = {"1h": 3_600_000, "1d": DAY}
 
 
