@@ -123,6 +123,21 @@ class UnitFacts:
         ordered = sorted(self.memberships, key=lambda m: (m.broker_name, m.broker_addr or "", m.conn or "", m.cluster or ""))
         return assign_units(ordered, topic_groups=sorted(self.topic_groups), profiles=sorted(self.profiles))
 
+    def __reduce__(self) -> tuple:
+        """Pickled with each set's members in sorted order: equal facts give equal bytes in
+        ``gold.replay_state`` whatever the process's hash seed (a set pickles in its iteration
+        order, which ``PYTHONHASHSEED`` changes). Pickles written before load as they did."""
+        return _unit_facts, (sorted(self.memberships, key=_membership_order), sorted(self.topic_groups), sorted(self.profiles))
+
+
+def _membership_order(m: Membership) -> tuple:
+    """A total order of memberships (None before any string, "" included)."""
+    return tuple((v is not None, v or "") for v in (m.broker_name, m.broker_addr, m.conn, m.cluster))
+
+
+def _unit_facts(memberships: list[Membership], topic_groups: list[tuple[str, ...]], profiles: list[str]) -> UnitFacts:
+    return UnitFacts(frozenset(memberships), frozenset(topic_groups), frozenset(profiles))
+
 
 @dataclass(frozen=True)
 class WindowFacts:
