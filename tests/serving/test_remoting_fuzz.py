@@ -360,6 +360,7 @@ def test_decoder_agrees_with_the_server_on_what_is_malformed():
         question(105, opaque=96),
         question(105, topic="orders", version=121, opaque=97, ext={"acceptStandardJsonOnly": "TRUE"}),
         question(105, topic="orders", as_of=" ", opaque=98, serialize_type=ROCKETMQ),
+        question(105, opaque=99, ext={"topicName": "orders"}),  # extFields without a topic (not only by a mutation's luck)
     ]
     frames += [
         *oneway, *responses, *map(encode_frame, others),
