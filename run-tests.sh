@@ -11,9 +11,16 @@ source "$NSREPLAY_ROOT/scripts/bootstrap.sh"
 cd "$NSREPLAY_ROOT"
 # The npm client (ali-ons, pinned by tests/serving/clients/package-lock.json) where npm is installed;
 # without it those tests skip with the reason (and fail under CI=true, where nothing may skip).
+# Installed again only when the lock file's contents change (a stamp of its hash in node_modules),
+# not when a checkout merely gives it a newer mtime (a fresh git worktree sharing node_modules).
 clients=tests/serving/clients
-if command -v npm >/dev/null 2>&1 && { [ ! -f "$clients/node_modules/.package-lock.json" ] || [ "$clients/package-lock.json" -nt "$clients/node_modules/.package-lock.json" ]; }; then
-  npm ci --prefix "$clients" --no-audit --no-fund --loglevel=error >/dev/null \
-    || echo "run-tests.sh: npm ci --prefix $clients failed; the ali-ons tests will skip" >&2
+lock_hash="$(sha256sum < "$clients/package-lock.json" | cut -d' ' -f1)"
+stamp="$clients/node_modules/.nsreplay-lock.sha256"
+if command -v npm >/dev/null 2>&1 && [ "$(cat "$stamp" 2>/dev/null)" != "$lock_hash" ]; then
+  if npm ci --prefix "$clients" --no-audit --no-fund --loglevel=error >/dev/null; then
+    echo "$lock_hash" > "$stamp"
+  else
+    echo "run-tests.sh: npm ci --prefix $clients failed; the ali-ons tests will skip" >&2
+  fi
 fi
 exec "$VENV/bin/python" -m pytest "$@"

@@ -80,3 +80,48 @@ def test_the_test_runner_asks_for_the_test_extras_and_the_jobs_do_not() -> None:
     assert "export NSREPLAY_EXTRAS=test" in (ROOT / "run-tests.sh").read_text()
     for job_entry in ("spark-submit.sh", "dags/nsreplay_routes.py"):
         assert "NSREPLAY_EXTRAS" not in (ROOT / job_entry).read_text()
+
+
+def test_the_test_runner_installs_the_npm_client_again_only_when_its_lock_file_changes(project: Path) -> None:
+    """run-tests.sh runs ``npm ci`` for the ali-ons client when node_modules lacks the lock file's
+    hash: once at first, not again for a lock file that is only newer (a fresh git worktree that
+    shares node_modules), again when its contents change, and again after a failed install. Here
+    ``npm`` records its calls and installs nothing but node_modules itself."""
+    shutil.copy(ROOT / "run-tests.sh", project / "run-tests.sh")
+    clients = project / "tests" / "serving" / "clients"
+    clients.mkdir(parents=True)
+    lock = clients / "package-lock.json"
+    shutil.copy(ROOT / "tests" / "serving" / "clients" / "package-lock.json", lock)
+    tools = project / "tools"
+    tools.mkdir()
+    npm = tools / "npm"
+    npm.write_text(  # as `npm ci` does: node_modules made anew, or left out when the install fails
+        "#!/bin/sh\n"
+        f'echo "$*" >> {project}/npm.log\n'
+        f'rm -rf {clients}/node_modules\n'
+        f'[ -f {project}/npm-fails ] && exit 1\n'
+        f'mkdir -p {clients}/node_modules && echo {{}} > {clients}/node_modules/.package-lock.json\n')
+    npm.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("NSREPLAY_EXTRAS", "VIRTUAL_ENV")}
+    env.update(PATH=f"{tools}:{env['PATH']}", NSREPLAY_JVM_ARCHIVE="off")
+
+    def installs() -> int:
+        log = project / "npm.log"
+        log.unlink(missing_ok=True)
+        done = subprocess.run(["bash", str(project / "run-tests.sh"), "-q"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert "-m pytest -q" in (project / "pip.log").read_text().splitlines()[-1]  # the tests ran after it
+        calls = log.read_text().splitlines() if log.exists() else []
+        assert all(c.startswith("ci --prefix tests/serving/clients") for c in calls), calls
+        return len(calls)
+
+    assert installs() == 1
+    assert installs() == 0
+    os.utime(lock, (lock.stat().st_atime, lock.stat().st_mtime + 3600))  # a newer lock file, the same contents
+    assert installs() == 0
+    lock.write_text(lock.read_text().replace('"lockfileVersion"', '"name": "changed",\n  "lockfileVersion"', 1))
+    (project / "npm-fails").touch()
+    assert installs() == 1  # failed: nothing installed, so the next run tries again
+    (project / "npm-fails").unlink()
+    assert installs() == 1
+    assert installs() == 0
